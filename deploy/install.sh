@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install hipbot into .venv/ at the repo root.
+#   bash deploy/install.sh          the assistant and worker (CPU torch), dev tools
+#   bash deploy/install.sh --test   also what the test suite needs: hipcc (apt), the vLLM CPU
+#                                   server in .venv-vllm/, the SmolLM2 base model as safetensors
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) want_test=1 ;;
+    *) echo "usage: bash deploy/install.sh [--test]" >&2; exit 2 ;;
+  esac
+done
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+.venv/bin/python -m pip install -q --upgrade pip
+# The CPU build of torch first, so that nothing pulls a multi-GB CUDA build.
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[dev]"
+# PyPI's torchvision/torchaudio/torchcodec break beside the local torch build.
+.venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+if [ "$want_test" = 1 ]; then
+  if ! command -v hipcc >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hipcc libamdhip64-dev libhipsparse-dev \
+        libhiprand-dev librocprim-dev >/dev/null
+    else
+      echo "note: hipcc not found and not root; compile-check tests will be skipped" >&2
+    fi
+  fi
+  .venv/bin/hipbot serve local install
+  .venv/bin/hipbot models prepare smollm2
+fi

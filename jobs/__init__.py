@@ -1,0 +1,1 @@
+"""Fine-tuning: job spec, queue, coordinator, worker, trainer, adapter registry, vLLM publishing."""
