@@ -8,6 +8,8 @@ import pytest
 
 from hipbot.config import find_docs_corpus
 
+pytest_plugins = ["fixtures_vllm"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
