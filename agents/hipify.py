@@ -1,0 +1,793 @@
+"""CUDA -> HIP source translation, token by token, the way hipify-clang rewrites a file.
+
+Pure library code: the CLI, the Discord bot and the agent call ``translate()``. What it does:
+
+* identifiers are replaced as whole tokens from the HIPIFY mapping tables (``mappings.load()``);
+  ``--roc`` picks the rocBLAS/rocSPARSE/rocRAND/rocSOLVER names, ``--miopen`` the MIOpen ones;
+  names HIP lacks, experimental names (without ``--experimental``) are left as they are and
+  reported with their line and column;
+* comments are never touched; inside plain string literals only space-separated words that are
+  exactly a CUDA API name are rewritten (hipify-clang's rule; ``translate_strings=False`` keeps them);
+* includes are rewritten (``cuda_runtime.h`` -> ``hip/hip_runtime.h``, library headers to hip* or
+  roc*), repeated main headers are dropped, and ``hip/hip_runtime.h`` is inserted when the file does
+  not include a CUDA main header;
+* ``<<<...>>>`` launches stay unless ``hip_kernel_execution_syntax`` (see ``kernel_launch``);
+* the argument rewrites hipify-clang makes for a few calls (``HIP_SYMBOL(...)`` around symbols,
+  ``cudaEventCreate`` with flags, ``cudaGraphInstantiate`` with flags, ``cudaMallocHost``'s flag).
+
+Everything is one linear scan over the tokens plus dictionary lookups.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+
+from hipbot.agents import mappings
+from hipbot.agents.cpp_tokens import (
+    COMMENT,
+    DIRECTIVE,
+    IDENT,
+    INCLUDE,
+    PUNCT,
+    STRING,
+    LineIndex,
+    Token,
+    include_target,
+    tokenize,
+)
+from hipbot.agents.kernel_launch import LaunchError, hip_launch_text, parse_launch
+
+from hipbot.errors import HipbotError
+
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+
+# Library -> (priority in hipify-clang's union map, display name as in hipify's statistics)
+LIBRARIES: dict[str, tuple[int, str]] = {
+    "CUDA_Driver_API_functions": (0, "CUDA Driver API"),
+    "CUDA_Runtime_API_functions": (1, "CUDA RT API"),
+    "cuComplex_API": (2, "cuComplex API"),
+    "CUBLAS_API": (3, "cuBLAS API"),
+    "CURAND_API": (4, "cuRAND API"),
+    "CUDNN_API": (5, "cuDNN API"),
+    "CUFFT_API": (6, "cuFFT API"),
+    "CUSPARSE_API": (7, "cuSPARSE API"),
+    "CUB_API": (8, "CUB API"),
+    "CUDA_RTC_API": (9, "CUDA RTC API"),
+    "CUDA_Device_API": (10, "CUDA Device API"),
+    "CUSOLVER_API": (11, "cuSOLVER API"),
+}
+ROC_LIBRARIES = frozenset({"CUBLAS_API", "CUSPARSE_API", "CURAND_API", "CUSOLVER_API"})
+MIOPEN_LIBRARIES = frozenset({"CUDNN_API"})
+
+# CUDA header -> (HIP header, ROC header, kind, API); kind: "main", "main_v2" or "" (plain include).
+# An empty HIP header means the include is dropped (nothing to include on HIP).
+INCLUDES: dict[str, tuple[str, str, str, str]] = {
+    "cuda.h": ("hip/hip_runtime.h", "", "main", "runtime"),
+    "cuda_runtime.h": ("hip/hip_runtime.h", "", "main", "runtime"),
+    "device_launch_parameters.h": ("", "", "", "runtime"),
+    "cuda_runtime_api.h": ("hip/hip_runtime_api.h", "", "", "runtime"),
+    "channel_descriptor.h": ("hip/channel_descriptor.h", "", "", "runtime"),
+    "device_functions.h": ("hip/device_functions.h", "", "", "runtime"),
+    "driver_types.h": ("hip/driver_types.h", "", "", "runtime"),
+    "cuda_bf16.h": ("hip/hip_bf16.h", "", "", "runtime"),
+    "cuda_fp16.h": ("hip/hip_fp16.h", "", "", "runtime"),
+    "cuda_fp8.h": ("hip/hip_fp8.h", "", "", "runtime"),
+    "cuda_texture_types.h": ("hip/hip_texture_types.h", "", "", "runtime"),
+    "texture_fetch_functions.h": ("", "", "", "runtime"),
+    "vector_types.h": ("hip/hip_vector_types.h", "", "", "runtime"),
+    "cuda_profiler_api.h": ("hip/hip_runtime_api.h", "", "", "runtime"),
+    "cooperative_groups.h": ("hip/hip_cooperative_groups.h", "", "", "runtime"),
+    "cooperative_groups/reduce.h": ("hip/cooperative_groups/hip_reduce.h", "", "", "runtime"),
+    "cooperative_groups/scan.h": ("hip/cooperative_groups/hip_scan.h", "", "", "runtime"),
+    "library_types.h": ("hip/library_types.h", "", "", "runtime"),
+    "math_constants.h": ("hip/hip_math_constants.h", "", "", "runtime"),
+    "helper_cuda.h": ("hip/hip_runtime_api.h", "", "", "runtime"),
+    "helper_math.h": ("hip/hip_vector_types.h", "", "", "runtime"),
+    "cuComplex.h": ("hip/hip_complex.h", "", "main", "complex"),
+    "cublas.h": ("hipblas.h", "rocblas.h", "main", "blas"),
+    "cublas_v2.h": ("hipblas.h", "rocblas.h", "main_v2", "blas"),
+    "cublas_api.h": ("hipblas.h", "rocblas.h", "", "blas"),
+    "cublasLt.h": ("hipblaslt.h", "", "", "blas"),
+    "curand.h": ("hiprand/hiprand.h", "rocrand/rocrand.h", "main", "rand"),
+    "curand_kernel.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_kernel.h", "", "rand"),
+    "curand_discrete.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_discrete.h", "", "rand"),
+    "curand_discrete2.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_discrete.h", "", "rand"),
+    "curand_globals.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_common.h", "", "rand"),
+    "curand_lognormal.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_log_normal.h", "", "rand"),
+    "curand_mrg32k3a.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_mrg32k3a.h", "", "rand"),
+    "curand_mtgp32.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
+    "curand_mtgp32_host.h": ("hiprand/hiprand_mtgp32_host.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
+    "curand_mtgp32_kernel.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
+    "curand_mtgp32dc_p_11213.h": (
+        "rocrand/rocrand_mtgp32_11213.h",
+        "rocrand/rocrand_mtgp32_11213.h",
+        "",
+        "rand",
+    ),
+    "curand_normal.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_normal.h", "", "rand"),
+    "curand_normal_static.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_normal.h", "", "rand"),
+    "curand_philox4x32_x.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_philox4x32_10.h", "", "rand"),
+    "curand_poisson.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_poisson.h", "", "rand"),
+    "curand_precalc.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_xorwow_precomputed.h", "", "rand"),
+    "curand_uniform.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_uniform.h", "", "rand"),
+    "cudnn.h": ("hipDNN.h", "miopen/miopen.h", "main", "dnn"),
+    "cufft.h": ("hipfft/hipfft.h", "", "main", "fft"),
+    "cufftXt.h": ("hipfft/hipfftXt.h", "", "", "fft"),
+    "cufftw.h": ("hipfft/hipfftw.h", "", "", "fft"),
+    "cusparse.h": ("hipsparse.h", "rocsparse.h", "main", "sparse"),
+    "cusparse_v2.h": ("hipsparse.h", "rocsparse.h", "main_v2", "sparse"),
+    "cusolverDn.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cusolverMg.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cusolverRf.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cusolverSp.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cusolverSp_LOWLEVEL_PREVIEW.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cusolver_common.h": ("hipsolver.h", "rocsolver/rocsolver.h", "main", "solver"),
+    "cub/cub.cuh": ("hipcub/hipcub.hpp", "", "main", "cub"),
+    "nvrtc.h": ("hip/hiprtc.h", "", "main", "rtc"),
+}
+_HEADER_API_NAMES = {
+    "runtime": "CUDA RT API",
+    "complex": "cuComplex API",
+    "blas": "cuBLAS API",
+    "rand": "cuRAND API",
+    "dnn": "cuDNN API",
+    "fft": "cuFFT API",
+    "sparse": "cuSPARSE API",
+    "solver": "cuSOLVER API",
+    "cub": "CUB API",
+    "rtc": "CUDA RTC API",
+}
+_HEADER_API_ROC = {"blas", "sparse", "rand", "solver"}
+_UNSUPPORTED_HEADERS = {"cufft_device.h"}
+
+# Calls whose arguments hipify-clang rewrites (default mode, i.e. without --roc/--miopen).
+SYMBOL_ARGUMENT = {
+    "cudaMemcpyToSymbol": 0,
+    "cudaMemcpyToSymbolAsync": 0,
+    "cudaGetSymbolSize": 1,
+    "cudaGetSymbolAddress": 1,
+    "cudaMemcpyFromSymbol": 1,
+    "cudaMemcpyFromSymbolAsync": 1,
+    "cudaGraphAddMemcpyNodeToSymbol": 4,
+    "cudaGraphAddMemcpyNodeFromSymbol": 5,
+    "cudaGraphMemcpyNodeSetParamsToSymbol": 1,
+    "cudaGraphMemcpyNodeSetParamsFromSymbol": 2,
+    "cudaGraphExecMemcpyNodeSetParamsToSymbol": 2,
+    "cudaGraphExecMemcpyNodeSetParamsFromSymbol": 3,
+    "cudaGetTextureReference": 1,
+}
+OVERLOADS = {
+    "cudaEventCreate": {1: "hipEventCreate", 2: "hipEventCreateWithFlags"},
+    "cudaGraphInstantiate": {5: "hipGraphInstantiate", 3: "hipGraphInstantiateWithFlags"},
+}
+REMOVED_ARGUMENT = {"cuOccupancyMaxPotentialBlockSize": 3, "cuOccupancyMaxPotentialBlockSizeWithFlags": 3}
+APPENDED_ARGUMENT = {"cudaMallocHost": (2, "hipHostMallocDefault")}
+DATA_TYPE_NAMES = ("cudaDataType_t", "cudaDataType")
+
+# Prefixes of CUDA API names; identifiers with them that no table lists are reported as unknown.
+_CUDA_PREFIXES = ("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cusolver", "CUDA_", "CUBLAS_",
+                  "CURAND_", "CUDNN_", "CUFFT_", "CUSPARSE_", "CUSOLVER_", "CU_", "cu")  # fmt: skip
+
+
+@dataclass
+class HipifyOptions:
+    """hipify-clang's options that change the translation (the others are accepted by the CLI)."""
+
+    roc: bool = False  # rocBLAS/rocSPARSE/rocRAND/rocSOLVER instead of hipBLAS/...
+    miopen: bool = False  # MIOpen instead of hipDNN for cuDNN
+    experimental: bool = False  # also translate APIs HIP marks experimental
+    hip_kernel_execution_syntax: bool = False  # <<<>>> -> hipLaunchKernelGGL
+    cuda_kernel_execution_syntax: bool = False  # keep <<<>>> (the default; wins only if given alone)
+    use_hip_data_types: bool = False  # cudaDataType_t -> hipDataType even with --roc
+    translate_strings: bool = True  # exact CUDA API names inside string literals (hipify-clang)
+    insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
+    lint: bool = True  # run the AMD porting lints on input and output
+
+
+@dataclass(frozen=True)
+class Rename:
+    cuda: str
+    target: str | None  # None: left as is (see reason)
+    reason: str | None  # "unsupported", "experimental", "unknown" or None when translated
+    library: str
+    section: str
+    doc: str  # the mapping table the row comes from
+
+
+@dataclass
+class Unconverted:
+    name: str
+    line: int
+    col: int
+    reason: str  # "unsupported" | "experimental" | "unknown"
+    api: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class HipifyReport:
+    """What was converted, and every CUDA identifier left as it was, for one file."""
+
+    filename: str
+    total_lines: int = 0
+    total_bytes: int = 0
+    converted: Counter = field(default_factory=Counter)  # CUDA name -> count
+    by_api: Counter = field(default_factory=Counter)  # "CUDA RT API" -> count
+    by_type: Counter = field(default_factory=Counter)  # table section / include / kernel_launch
+    unconverted: list[Unconverted] = field(default_factory=list)
+    changed_lines: set[int] = field(default_factory=set)
+    replaced_bytes: int = 0
+    kernel_launches: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def converted_count(self) -> int:
+        return sum(self.converted.values())
+
+    @property
+    def conversion_percent(self) -> int:
+        total = self.converted_count + len(self.unconverted)
+        return 100 if total == 0 else round(100 * self.converted_count / total)
+
+    def to_dict(self) -> dict:
+        return {
+            "file": self.filename,
+            "converted_refs": self.converted_count,
+            "unconverted_refs": len(self.unconverted),
+            "conversion_percent": self.conversion_percent,
+            "replaced_bytes": self.replaced_bytes,
+            "total_bytes": self.total_bytes,
+            "changed_lines": len(self.changed_lines),
+            "total_lines": self.total_lines,
+            "kernel_launches": self.kernel_launches,
+            "converted_by_api": dict(sorted(self.by_api.items())),
+            "converted_by_type": dict(sorted(self.by_type.items())),
+            "converted_by_name": dict(sorted(self.converted.items())),
+            "unconverted": [u.to_dict() for u in self.unconverted],
+            "errors": list(self.errors),
+        }
+
+    def stats_rows(self) -> list[tuple[str, str]]:
+        """hipify-clang's --print-stats figures as (name, value) rows."""
+        rows = [
+            ("CONVERTED refs count", str(self.converted_count)),
+            ("UNCONVERTED refs count", str(len(self.unconverted))),
+            ("CONVERSION %", str(self.conversion_percent)),
+            ("REPLACED bytes", str(self.replaced_bytes)),
+            ("TOTAL bytes", str(self.total_bytes)),
+            ("CHANGED lines of code", str(len(self.changed_lines))),
+            ("TOTAL lines of code", str(self.total_lines)),
+        ]
+        rows += [(f"type: {k}", str(v)) for k, v in sorted(self.by_type.items())]
+        rows += [(f"API: {k}", str(v)) for k, v in sorted(self.by_api.items())]
+        rows += [(f"name: {k}", str(v)) for k, v in sorted(self.converted.items())]
+        unconv = Counter(u.name for u in self.unconverted)
+        rows += [(f"unconverted: {k}", str(v)) for k, v in sorted(unconv.items())]
+        return rows
+
+
+@dataclass
+class HipifyResult:
+    text: str
+    report: HipifyReport
+    lints: list = field(default_factory=list)  # lints.Lint on the CUDA input and the HIP output
+
+    @property
+    def ok(self) -> bool:
+        return not self.report.errors
+
+    def to_dict(self) -> dict:
+        return {
+            "report": self.report.to_dict(),
+            "lints": [lint.to_dict() for lint in self.lints],
+        }
+
+
+def _row_target(row: mappings.ApiMapping, to_roc: bool) -> tuple[str | None, str | None]:
+    if to_roc:
+        return row.roc, row.roc_experimental
+    return row.hip, row.hip_experimental
+
+
+@cache
+def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types: bool) -> dict[str, Rename]:
+    """CUDA name -> Rename, one entry per name, libraries in hipify-clang's lookup order."""
+    table = mappings.load()
+    out: dict[str, Rename] = {}
+    for name, rows in table.by_cuda.items():
+        rows = sorted(rows, key=lambda r: (LIBRARIES.get(r.library, (99, ""))[0], r.hip is None))
+        row = rows[0]
+        to_roc = (roc and row.library in ROC_LIBRARIES) or (miopen and row.library in MIOPEN_LIBRARIES)
+        target, exp = _row_target(row, to_roc)
+        reason = None
+        if target is None:
+            reason = "unsupported"
+        elif exp and not experimental:
+            target, reason = None, "experimental"
+        out[name] = Rename(name, target, reason, row.library, row.section, row.table)
+    if use_hip_data_types:
+        for name in DATA_TYPE_NAMES:
+            if name in out:
+                out[name] = Rename(
+                    name, "hipDataType", None, out[name].library, out[name].section, out[name].table
+                )
+    return out
+
+
+def _call_args(tokens: list[Token], i: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """For a name at ``tokens[i]`` followed by ``(``: (index of ``)``, token index ranges of args)."""
+    n = len(tokens)
+    j = i + 1
+    while j < n and tokens[j].kind == COMMENT:
+        j += 1
+    if j >= n or tokens[j].text != "(":
+        return None
+    depth = 0
+    args: list[tuple[int, int]] = []
+    first = -1
+    for k in range(j, n):
+        t = tokens[k]
+        if t.kind == COMMENT:
+            continue
+        text = t.text
+        if text in ("(", "[", "{"):
+            depth += 1
+            if depth == 1:
+                continue
+        elif text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                if first >= 0:
+                    args.append((first, k - 1))
+                return k, args
+        elif text == "," and depth == 1:
+            args.append((first, k - 1))
+            first = -1
+            continue
+        elif text == ";" and depth <= 1:
+            return None
+        if first < 0:
+            first = k
+    return None
+
+
+class _Translator:
+    def __init__(self, source: str, options: HipifyOptions, filename: str) -> None:
+        self.src = source
+        self.opt = options
+        self.renames = rename_table(
+            options.roc, options.miopen, options.experimental, options.use_hip_data_types
+        )
+        self.report = HipifyReport(filename, total_lines=source.count("\n"), total_bytes=len(source.encode()))
+        self.edits: list[tuple[int, int, str]] = []
+        self.lines = LineIndex(source)
+        self.inserted: set[str] = set()
+
+    # -- edits -----------------------------------------------------------------------------
+    def edit(self, start: int, end: int, text: str) -> None:
+        self.edits.append((start, end, text))
+
+    def render(self, start: int, end: int) -> str:
+        """Source text of [start, end) with the edits that lie inside it applied."""
+        edits = self.edits
+        i = bisect_left(edits, (start, start, ""))
+        out = []
+        pos = start
+        while i < len(edits) and edits[i][0] < end:
+            s, e, text = edits[i]
+            if s >= pos and e <= end:
+                out.append(self.src[pos:s])
+                out.append(text)
+                pos = e
+            i += 1
+        out.append(self.src[pos:end])
+        return "".join(out)
+
+    # -- passes ----------------------------------------------------------------------------
+    def run(self) -> str:
+        tokens = list(tokenize(self.src))
+        renames = self.renames
+        launches: list[int] = []
+        template_kernels: set[str] = set()
+        first_include = -1
+        pragma_once = -1
+        for i, tok in enumerate(tokens):
+            kind = tok.kind
+            if kind == IDENT:
+                r = renames.get(tok.text)
+                if r is not None:
+                    self._rename(tokens, i, r)
+                elif tok.text == "__global__":
+                    name = self._template_kernel(tokens, i)
+                    if name:
+                        template_kernels.add(name)
+                elif tok.text.startswith(_CUDA_PREFIXES) and _looks_cuda(tok.text):
+                    self._unconverted(tok, tok.text, "unknown", "", "not in the HIPIFY mapping tables")
+            elif kind == PUNCT:
+                if tok.text == "<<<":
+                    launches.append(i)
+            elif kind == STRING:
+                if self.opt.translate_strings and tok.text.startswith('"'):
+                    self._rewrite_string(tok)
+            elif kind == INCLUDE:
+                if first_include < 0:
+                    first_include = tok.start + tok.text.index("#")
+                self._include(tok)
+            elif kind == DIRECTIVE and pragma_once < 0 and tok.text.endswith("pragma"):
+                nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+                if nxt is not None and nxt.text == "once":
+                    pragma_once = nxt.end
+        self.edits.sort(key=lambda e: (e[0], e[1]))
+        self._launches(tokens, launches, template_kernels)
+        if self.opt.insert_runtime_header and "runtime" not in self.inserted:
+            where = self._header_insert_point(tokens, pragma_once, first_include)
+            self.edits.append((where, where, "\n#include <hip/hip_runtime.h>\n"))
+            self.edits.sort(key=lambda e: (e[0], e[1]))
+        return self._apply()
+
+    def _apply(self) -> str:
+        out = []
+        pos = 0
+        src = self.src
+        report = self.report
+        for s, e, text in self.edits:
+            if s < pos:  # covered by an earlier, wider edit (a rewritten kernel launch)
+                continue
+            out.append(src[pos:s])
+            out.append(text)
+            pos = e
+            report.replaced_bytes += e - s
+            report.changed_lines.add(self.lines.position(s)[0])
+        out.append(src[pos:])
+        return "".join(out)
+
+    def _unconverted(self, tok: Token, name: str, reason: str, library: str, detail: str) -> None:
+        line, col = self.lines.position(tok.start)
+        api = LIBRARIES.get(library, (0, library))[1]
+        self.report.unconverted.append(Unconverted(name, line, col, reason, api, detail))
+
+    def _count(self, name: str, api: str, kind: str) -> None:
+        self.report.converted[name] += 1
+        self.report.by_api[api] += 1
+        self.report.by_type[kind] += 1
+
+    def _rename(self, tokens: list[Token], i: int, r: Rename) -> None:
+        tok = tokens[i]
+        if r.target is None:
+            if r.reason == "experimental":
+                detail = "experimental in HIP; translate it with --experimental"
+            else:
+                where = "ROC" if self.opt.roc and r.library in ROC_LIBRARIES else "HIP"
+                if self.opt.miopen and r.library in MIOPEN_LIBRARIES:
+                    where = "MIOpen"
+                detail = f"no {where} equivalent"
+            self._unconverted(tok, tok.text, r.reason or "unsupported", r.library, detail)
+            return
+        target = r.target
+        if not (self.opt.roc or self.opt.miopen):
+            special = self._call_rewrite(tokens, i)
+            if special is not None:
+                target = special
+        if target != tok.text:
+            self.edit(tok.start, tok.end, target)
+        self._count(tok.text, LIBRARIES.get(r.library, (0, r.library))[1], _section_kind(r.section))
+
+    def _call_rewrite(self, tokens: list[Token], i: int) -> str | None:
+        """hipify-clang's per-call rewrites; returns a different function name when overloaded."""
+        name = tokens[i].text
+        if (
+            name in SYMBOL_ARGUMENT
+            or name in OVERLOADS
+            or name in REMOVED_ARGUMENT
+            or name in APPENDED_ARGUMENT
+        ):
+            call = _call_args(tokens, i)
+            if call is None or not call[1]:
+                return None
+            close, args = call
+            if name in OVERLOADS:
+                return OVERLOADS[name].get(len(args))
+            if name in SYMBOL_ARGUMENT:
+                k = SYMBOL_ARGUMENT[name]
+                if k < len(args):
+                    first, last = args[k]
+                    self.edit(tokens[first].start, tokens[first].start, "HIP_SYMBOL(")
+                    self.edit(tokens[last].end, tokens[last].end, ")")
+            elif name in REMOVED_ARGUMENT:
+                k = REMOVED_ARGUMENT[name]
+                if k < len(args):
+                    start = tokens[args[k][0]].start
+                    end = tokens[args[k + 1][0]].start if k + 1 < len(args) else tokens[close].start
+                    if k + 1 >= len(args) and k > 0:
+                        start = tokens[args[k - 1][1]].end
+                    self.edit(start, end, "")
+            else:
+                k, value = APPENDED_ARGUMENT[name]
+                if k >= len(args):
+                    self.edit(tokens[close].start, tokens[close].start, ", " + value)
+        return None
+
+    def _rewrite_string(self, tok: Token) -> None:
+        """hipify-clang's rule: each word starting with "cu" up to the next space is looked up whole."""
+        s = tok.text[1:-1] if tok.text.endswith('"') and len(tok.text) > 1 else tok.text[1:]
+        renames = self.renames
+        begin = s.find("cu")
+        while begin != -1:
+            end = s.find(" ", begin + 4)
+            name = s[begin:] if end == -1 else s[begin:end]
+            r = renames.get(name)
+            if r is not None and r.target is not None:
+                pos = tok.start + 1 + begin
+                if r.target != name:
+                    self.edit(pos, pos + len(name), r.target)
+                self._count(name, LIBRARIES.get(r.library, (0, r.library))[1], "literal")
+            if end == -1:
+                break
+            begin = s.find("cu", end + 1)
+
+    def _include(self, tok: Token) -> None:
+        name, angled, at = include_target(tok.text)
+        if name in _UNSUPPORTED_HEADERS:
+            self._unconverted(tok, name, "unsupported", "", "header has no HIP equivalent")
+            return
+        entry = INCLUDES.get(name)
+        if entry is None:
+            return
+        hip, roc, kind, api = entry
+        to_roc = (self.opt.roc and api in _HEADER_API_ROC) or (self.opt.miopen and api == "dnn")
+        new = (roc or hip) if to_roc else hip
+        self._count(name, _HEADER_API_NAMES[api], "include")
+        if self._exclude(hip, kind, api):
+            hash_at = tok.start + tok.text.index("#")
+            self.edit(hash_at, tok.end, "")
+            return
+        delim = ("<", ">") if angled else ('"', '"')
+        self.edit(tok.start + at, tok.end, delim[0] + new + delim[1])
+
+    def _exclude(self, hip: str, kind: str, api: str) -> bool:
+        """hipify-clang's de-duplication: each main header once, a v2 header after its v1 dropped."""
+        seen = self.inserted
+        if kind == "main":
+            key = api
+            if api == "rand":
+                key = hip
+            if key in seen:
+                return True
+            seen.add(key)
+            return False
+        if kind == "main_v2":
+            if api + "_v2" in seen:
+                return True
+            seen.add(api + "_v2")
+            if api in seen:
+                return True
+            seen.add(api)
+            return False
+        if not hip:
+            return True
+        if hip == "hiprand/hiprand_kernel.h":
+            if hip in seen:
+                return True
+            seen.add(hip)
+        return False
+
+    def _template_kernel(self, tokens: list[Token], i: int) -> str | None:
+        """Name of the kernel declared by ``__global__`` at ``tokens[i]`` if it is a template."""
+        is_template = False
+        for k in range(i - 1, max(-1, i - 64), -1):
+            t = tokens[k]
+            if t.text in (";", "{", "}") or t.kind in (DIRECTIVE, INCLUDE):
+                break
+            if t.text == "template":
+                is_template = True
+                break
+        if not is_template:
+            return None
+        for k in range(i + 1, min(len(tokens), i + 64)):
+            t = tokens[k]
+            if t.text == "(":
+                prev = tokens[k - 1]
+                return prev.text if prev.kind == IDENT else None
+            if t.text in (";", "{", "}"):
+                return None
+        return None
+
+    def _launches(self, tokens: list[Token], launches: list[int], template_kernels: set[str]) -> None:
+        hip_syntax = self.opt.hip_kernel_execution_syntax
+        new_edits = []
+        last_end = -1
+        for i in launches:
+            try:
+                launch = parse_launch(tokens, i)
+            except LaunchError as exc:
+                line, col = self.lines.position(exc.offset)
+                self.report.errors.append(f"{self.report.filename}:{line}:{col}: {exc}")
+                continue
+            self.report.kernel_launches += 1
+            self.report.by_type["kernel_launch"] += 1
+            if not hip_syntax or launch.start < last_end:
+                continue
+            kernel_text = self.src[launch.kernel[0] : launch.kernel[1]]
+            base = kernel_text.split("<")[0].split("::")[-1].strip()
+            text = hip_launch_text(launch, self.render, base in template_kernels)
+            new_edits.append((launch.start, launch.end, text))
+            last_end = launch.end
+        if new_edits:
+            kept = []
+            j = 0
+            for e in self.edits:  # drop the edits a rewritten launch already carries
+                while j < len(new_edits) and new_edits[j][1] <= e[0]:
+                    j += 1
+                if (
+                    j < len(new_edits)
+                    and new_edits[j][0] <= e[0] < new_edits[j][1]
+                    and e[1] <= new_edits[j][1]
+                ):
+                    continue
+                kept.append(e)
+            self.edits = sorted(kept + new_edits, key=lambda e: (e[0], e[1]))
+
+    def _header_insert_point(self, tokens: list[Token], pragma_once: int, first_include: int) -> int:
+        guard = _include_guard(tokens)
+        if guard >= 0 and pragma_once >= 0:
+            return min(guard, pragma_once)
+        if guard >= 0:
+            return guard
+        if pragma_once >= 0:
+            return pragma_once
+        return first_include if first_include >= 0 else 0
+
+
+def _looks_cuda(name: str) -> bool:
+    """``cudaFoo``/``cublasFoo``/``CUDA_FOO``/``CU_FOO``/``cuFoo``: a CUDA API spelling, not ``cute``."""
+    if name.startswith(("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cusolver")):
+        rest = name[4:] if name.startswith("cuda") else name.lstrip("abcdefghijklmnopqrstuvwxyz")
+        return bool(rest) and (rest[0].isupper() or rest[0] == "_")
+    if name.startswith(("CUDA_", "CUBLAS_", "CURAND_", "CUDNN_", "CUFFT_", "CUSPARSE_", "CUSOLVER_", "CU_")):
+        return name.isupper() or "_" in name[3:]
+    return len(name) > 3 and name[:2] == "cu" and name[2].isupper() and name[3].islower()
+
+
+def _section_kind(section: str) -> str:
+    """'11. Memory Management' -> 'memory management'."""
+    head, _, rest = section.partition(". ")
+    text = rest if head.isdigit() else section
+    return text.replace("[DEPRECATED]", "").replace("[REMOVED]", "").strip().lower() or "other"
+
+
+def _include_guard(tokens: list[Token]) -> int:
+    """End offset of X in a leading ``#ifndef X`` / ``#define X`` ... trailing ``#endif``, else -1."""
+    code = [t for t in tokens[:8] if t.kind != COMMENT]
+    if len(code) < 4:
+        return -1
+    if not (code[0].kind == DIRECTIVE and code[0].text.split("#")[-1].strip() == "ifndef"):
+        return -1
+    if not (code[2].kind == DIRECTIVE and code[2].text.split("#")[-1].strip() == "define"):
+        return -1
+    if code[1].text != code[3].text:
+        return -1
+    last = next((t for t in reversed(tokens) if t.kind != COMMENT), None)
+    if last is None or last.kind != DIRECTIVE or last.text.split("#")[-1].strip() != "endif":
+        return -1
+    return code[1].end
+
+
+def check_text(data: bytes, filename: str = "<stdin>") -> str:
+    """Decode input bytes, refusing what is not C/C++ text (binary, non-UTF-8, empty, huge)."""
+    if not data.strip():
+        raise HipbotError(f"{filename}: input is empty")
+    if len(data) > MAX_INPUT_BYTES:
+        raise HipbotError(
+            f"{filename}: input is {len(data) // (1024 * 1024)} MiB; the limit is {MAX_INPUT_BYTES // (1024 * 1024)} MiB"
+        )
+    if b"\0" in data[:65536]:
+        raise HipbotError(f"{filename}: looks like a binary file (NUL bytes), not CUDA source")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise HipbotError(
+            f"{filename}: not valid UTF-8 (line {line}, byte offset {exc.start})",
+            hint="convert the file to UTF-8 first, e.g. iconv -f latin1 -t utf-8",
+        ) from exc
+    return text.removeprefix("\ufeff")
+
+
+def translate(source: str, options: HipifyOptions | None = None, filename: str = "<stdin>") -> HipifyResult:
+    """Translate CUDA source text to HIP. Never raises for odd input: problems go in ``report.errors``."""
+    options = options or HipifyOptions()
+    if not source.strip():
+        report = HipifyReport(filename)
+        report.errors.append(f"{filename}: input is empty")
+        return HipifyResult(source, report, [])
+    translator = _Translator(source, options, filename)
+    text = translator.run()
+    result = HipifyResult(text, translator.report)
+    if options.lint:
+        from hipbot.agents import lints
+
+        result.lints = lints.lint_translation(source, text, filename)
+    return result
+
+
+SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cxx", ".cc", ".c", ".h", ".hpp", ".hxx", ".inl")
+
+
+@dataclass
+class FileOutcome:
+    source: Path
+    output: Path | None
+    result: HipifyResult | None
+    error: str | None = None
+
+
+def output_path(source: Path, root: Path | None, out_dir: Path | None, inplace: bool) -> Path:
+    """Where the translation of ``source`` goes: ``x.cu`` -> ``x.hip`` beside it or under ``out_dir``
+    (keeping the tree below ``root``), or the file itself with ``inplace``."""
+    if inplace:
+        return source
+    name = source.with_suffix(".hip").name if source.suffix in (".cu",) else source.name
+    if out_dir is None:
+        if source.suffix != ".cu":
+            return source.with_name(source.stem + ".hip" + source.suffix)
+        return source.with_name(name)
+    rel = source.relative_to(root).parent if root is not None else Path()
+    return out_dir / rel / name
+
+
+def collect_sources(paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Files to translate, each with the directory it was found under (None for a file argument)."""
+    found: list[tuple[Path, Path | None]] = []
+    for p in paths:
+        if p.is_dir():
+            for dirpath, dirnames, filenames in os.walk(p):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for f in sorted(filenames):
+                    if f.endswith(SOURCE_SUFFIXES):
+                        found.append((Path(dirpath) / f, p))
+        elif p.is_file():
+            found.append((p, None))
+        else:
+            raise HipbotError(f"no such file or directory: {p}")
+    return found
+
+
+def translate_path(
+    source: Path,
+    options: HipifyOptions | None = None,
+    *,
+    root: Path | None = None,
+    out_dir: Path | None = None,
+    inplace: bool = False,
+    write: bool = True,
+) -> FileOutcome:
+    """Translate one file and write the result (``.prehip`` backup when in place). A file that did not
+    translate cleanly (bad bytes, unbalanced ``<<<``) is never written in place."""
+    source = Path(source)
+    try:
+        text = check_text(source.read_bytes(), str(source))
+    except HipbotError as exc:
+        return FileOutcome(source, None, None, str(exc))
+    except OSError as exc:
+        return FileOutcome(source, None, None, f"{source}: cannot read ({exc.strerror})")
+    result = translate(text, options, str(source))
+    target = output_path(source, root, out_dir, inplace)
+    if not result.ok:
+        return FileOutcome(source, None, result, "; ".join(result.report.errors))
+    if write:
+        if inplace:
+            backup = source.with_name(source.name + ".prehip")
+            backup.write_bytes(source.read_bytes())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".hipbot-tmp")
+        tmp.write_text(result.text, encoding="utf-8")
+        tmp.replace(target)
+    return FileOutcome(source, target, result)
