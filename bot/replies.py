@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 # Discord's documented limits (https://discord.com/developers/docs/resources/message).
 MESSAGE_LIMIT = 2000
@@ -95,6 +96,8 @@ class Reply:
     attachments: list[Attachment] = field(default_factory=list)
     buttons: list[Button] = field(default_factory=list)
     ephemeral: bool = False
+    # Facts for the front end, never shown: e.g. {"answer_id": 12} or {"job_id": "..."}.
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def to_text(self) -> str:
         """The reply as plain text, for the console and for logs: the same content, nothing dropped."""

@@ -7,8 +7,11 @@ Every method is synchronous and short: the Discord layer calls them through ``as
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,9 +132,21 @@ class GuildConfig:
         return asdict(self)
 
 
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """One connection is shared by the event loop's worker threads: one statement group at a time."""
+
+    @functools.wraps(method)
+    def wrapper(self: BotState, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class BotState:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        self._lock = threading.RLock()
         migrate(db, "bot", STEPS)
 
     @classmethod
@@ -139,6 +154,7 @@ class BotState:
         return cls(open_db(path))
 
     # -- guild config -------------------------------------------------------------------------
+    @_locked
     def guild_config(self, guild_id: int | None) -> GuildConfig:
         if not guild_id:
             return GuildConfig()
@@ -156,6 +172,7 @@ class BotState:
             setattr(config, key, value)
         return config
 
+    @_locked
     def save_guild_config(self, config: GuildConfig, user_id: int | None = None) -> None:
         row = config.to_dict()
         row["finetune_roles"] = json.dumps(config.finetune_roles)
@@ -192,6 +209,7 @@ class BotState:
         )
         return int(table.last_pk)
 
+    @_locked
     def answer(self, answer_id: int) -> dict[str, Any] | None:
         rows = list(self.db["bot_answers"].rows_where("id = ?", [answer_id]))
         if not rows:
@@ -208,6 +226,7 @@ class BotState:
             updates["thread_id"] = thread_id
         self.db["bot_answers"].update(answer_id, updates)
 
+    @_locked
     def thread_history(self, thread_id: int, limit: int = 4) -> list[dict[str, Any]]:
         """The latest questions and answers asked in a thread, oldest first."""
         rows = list(
@@ -217,6 +236,7 @@ class BotState:
             row["answer"] = json.loads(row["answer"])
         return rows[::-1]
 
+    @_locked
     def vote(self, answer_id: int, user_id: int, value: int) -> dict[str, int]:
         """Store (or change) one user's vote; returns the tally."""
         self.db["bot_votes"].upsert(
@@ -230,6 +250,7 @@ class BotState:
         )
         return self.tally(answer_id)
 
+    @_locked
     def tally(self, answer_id: int) -> dict[str, int]:
         up, down = self.db.execute(
             "SELECT COALESCE(SUM(value = 1), 0), COALESCE(SUM(value = -1), 0) FROM bot_votes WHERE answer_id = ?",
@@ -237,6 +258,7 @@ class BotState:
         ).fetchone()
         return {"up": int(up), "down": int(down)}
 
+    @_locked
     def voted_answers(self) -> list[dict[str, Any]]:
         """Questions, answers and their net votes: the raw material of a preference dataset."""
         sql = (
@@ -257,6 +279,7 @@ class BotState:
         return out
 
     # -- jobs shown in Discord ----------------------------------------------------------------
+    @_locked
     def record_finetune(self, job_id: str, user_id: int | None, guild_id: int | None) -> None:
         self.db["bot_finetunes"].insert(
             {
@@ -302,13 +325,16 @@ class BotState:
             pk="job_id",
         )
 
+    @_locked
     def open_job_messages(self) -> list[dict[str, Any]]:
         return list(self.db["bot_job_messages"].rows_where("final = 0", order_by="created_at"))
 
+    @_locked
     def job_message(self, job_id: str) -> dict[str, Any] | None:
         rows = list(self.db["bot_job_messages"].rows_where("job_id = ?", [job_id]))
         return rows[0] if rows else None
 
+    @_locked
     def update_job_message(self, job_id: str, *, state: str, render: str, final: bool) -> None:
         self.db["bot_job_messages"].update(
             job_id, {"last_state": state, "last_render": render, "final": int(final), "updated_at": utcnow()}
@@ -337,6 +363,7 @@ class BotState:
             }
         )
 
+    @_locked
     def audit_log(self, *, guild_id: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
         where, params = ("guild_id = ?", [guild_id]) if guild_id else (None, [])
         rows = list(self.db["bot_audit"].rows_where(where, params, order_by="id desc", limit=limit))
@@ -345,6 +372,7 @@ class BotState:
         return rows
 
     # -- cooldowns -----------------------------------------------------------------------------
+    @_locked
     def take_cooldown(self, user_id: int, command: str, seconds: float, now: float | None = None) -> float:
         """Start the user's cooldown on ``command`` and return 0, or return the seconds still to wait.
 
@@ -365,10 +393,8 @@ class BotState:
             )
         return 0.0
 
+    @_locked
     def is_empty_docs(self) -> bool:
         """True when no docs have been ingested yet (no docs tables, or they hold no rows)."""
         names = set(self.db.table_names())
-        for table in ("docs_chunks", "chunks", "documents", "docs_documents"):
-            if table in names and self.db[table].count:
-                return False
-        return True
+        return "docs_chunks" not in names or not self.db["docs_chunks"].count

@@ -1,0 +1,164 @@
+"""``hipbot discord run|commands``, ``hipbot console`` and ``hipbot start``."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import click
+
+from hipbot.config import Settings, config_file_path, load_settings
+from hipbot.errors import HipbotError
+
+
+def _open_state(settings: Settings):  # -> BotState, imported lazily with the rest of the bot
+    from hipbot.bot.state import BotState
+
+    return BotState.open(settings.database)
+
+
+def _token_missing() -> HipbotError:
+    return HipbotError(
+        "no Discord bot token is set",
+        hint=(
+            'export DISCORD_TOKEN=... (or HIPBOT_DISCORD_TOKEN), or put discord_token = "..." in '
+            f"{config_file_path()}; get a token at https://discord.com/developers/applications (Bot tab). "
+            "`hipbot console` tries the bot without one"
+        ),
+    )
+
+
+def _run_discord(settings: Settings, *, message_content: bool, sync: bool, guild: int | None) -> None:
+    import discord
+    from hipbot.bot.discord_app import HipBot
+
+    if not settings.discord_token:
+        raise _token_missing()
+    bot = HipBot(settings, message_content=message_content)
+
+    async def sync_commands() -> None:
+        target = discord.Object(id=guild) if guild else None
+        if target is not None:
+            bot.tree.copy_global_to(guild=target)
+        synced = await bot.tree.sync(guild=target)
+        logging.getLogger("hipbot.discord").info(
+            "synced %d commands%s", len(synced), f" to guild {guild}" if guild else ""
+        )
+
+    if sync:
+        original = bot.setup_hook
+
+        async def setup_hook() -> None:
+            await original()
+            await sync_commands()
+
+        bot.setup_hook = setup_hook  # type: ignore[method-assign]
+    try:
+        bot.run(settings.discord_token, log_level=logging.INFO)
+    except discord.LoginFailure as exc:
+        raise HipbotError(
+            f"Discord refused the token: {exc}",
+            hint="copy the token again from the Bot tab of your application",
+        ) from exc
+    except discord.PrivilegedIntentsRequired as exc:
+        raise HipbotError(
+            "the message-content intent is not enabled for this bot",
+            hint="enable it in the developer portal (Bot tab), or run without --message-content",
+        ) from exc
+
+
+@click.group()
+def discord() -> None:
+    """Run the Discord bot, or show its command tree."""
+
+
+@discord.command("run")
+@click.option(
+    "--message-content/--no-message-content",
+    default=False,
+    help="Ask for the message-content intent (mentions in threads without a ping); slash commands need none.",
+)
+@click.option("--sync/--no-sync", default=True, help="Register the slash commands with Discord on start.")
+@click.option(
+    "--guild", type=int, default=None, help="Register the commands in this guild only (instant updates)."
+)
+def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
+    """Connect to Discord with DISCORD_TOKEN and serve the slash commands."""
+    _run_discord(load_settings(), message_content=message_content, sync=sync, guild=guild)
+
+
+@discord.command("commands")
+@click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (what Discord receives).")
+def commands_cmd(as_json: bool) -> None:
+    """Print the command tree (names, options, permissions) without connecting."""
+    from hipbot.bot.discord_app import HipBot, command_tree_json
+
+    settings = load_settings()
+    bot = HipBot(settings, state=_open_state(settings))
+    tree = command_tree_json(bot)
+    if as_json:
+        click.echo(json.dumps(tree, indent=2, ensure_ascii=False))
+        return
+    for command in tree:
+        options = " ".join(
+            f"{o['name']}{'' if o.get('required') else '?'}" for o in command.get("options", [])
+        )
+        kind = {1: "/", 3: "(message menu) "}.get(command.get("type", 1), "")
+        click.echo(f"{kind}{command['name']} {options}".rstrip())
+        if command.get("description"):
+            click.echo(f"    {command['description']}")
+        click.echo(f"    who: {command['hipbot_permission']}")
+
+
+def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
+    from hipbot.bot.console import Console
+
+    console = Console(settings=settings, state=_open_state(settings), write=click.echo)
+    if commands:
+        for line in commands:
+            click.echo(f"{'>'} {line}")
+            if not console.handle(line):
+                break
+        return
+    console.loop()
+
+
+@click.command()
+@click.option("-c", "--command", "commands", multiple=True, help="Run this line (repeatable) and exit.")
+def console(commands: tuple[str, ...]) -> None:
+    """A terminal chat with the bot's commands (/ask, /hipify ...), no Discord needed."""
+    _console(load_settings(), commands)
+
+
+def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
+    """On an empty database, read the docs corpus if it is there; True when it ran."""
+    state = _open_state(settings)
+    if not state.is_empty_docs():
+        return False
+    if settings.docs is None:
+        echo(
+            "note: the answers database is empty and no docs corpus was found; "
+            "run `hipbot ingest --docs PATH` (or --download) to enable /ask"
+        )
+        return False
+    from hipbot.agents import ingest
+
+    echo(f"first start: reading the HIP docs from {settings.docs} into {settings.database} (about a minute)")
+    summary = ingest.ingest(settings, progress=True)
+    echo(str(summary))
+    return True
+
+
+@click.command()
+@click.option(
+    "--message-content/--no-message-content", default=False, help="See `hipbot discord run --help`."
+)
+def start(message_content: bool) -> None:
+    """Start the assistant: the Discord bot when a token is set, else the terminal console."""
+    settings = load_settings()
+    first_start_ingest(settings)
+    if settings.discord_token:
+        _run_discord(settings, message_content=message_content, sync=True, guild=None)
+    else:
+        click.echo("no DISCORD_TOKEN set: starting the terminal console (set one to run the Discord bot)")
+        _console(settings)

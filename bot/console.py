@@ -1,0 +1,254 @@
+"""``hipbot console``: the bot's commands in a terminal, through the same handlers as Discord.
+
+Type ``/ask what replaces cudaMemcpyToSymbol?``, ``/hipify kernel.cu --arch gfx90a`` or paste a
+```cuda block; buttons are numbered and ``/press N`` clicks one. Attachments (long HIP output, loss
+curves) are written to ``$HIPBOT_HOME/console/`` and their paths printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hipbot.bot import handlers
+from hipbot.bot.handlers import Context
+from hipbot.bot.permissions import CONSOLE_ACTOR
+from hipbot.bot.replies import Button, Reply
+from hipbot.bot.state import BotState
+
+from hipbot.config import Settings
+from hipbot.errors import HipbotError
+
+PROMPT = "hipbot> "
+END_OF_PASTE = "."
+
+HELP = """commands (the same as in Discord):
+  /ask QUESTION                      porting answer with sources
+  /hipify [FILE] [--arch gfx90a]     convert CUDA (a file, or paste code and end with a line '.')
+  /convert                           paste a message; its code blocks are converted
+  /finetune CONFIG.yaml [--dataset FILE]   or  /finetune model=NAME dataset=FILE lora_rank=8 ...
+  /jobs [mine|all]   /job ID   /cancel ID   /models   /publish ADAPTER
+  /chat ADAPTER PROMPT               streams the reply
+  /workers   /ingest   /config [key=value ...]
+  /press N                           click button N of the last reply
+  /help   /quit
+anything else is read like a mention: a question, or a ```cuda block to convert"""
+
+
+@dataclass
+class Console:
+    """One terminal session: reads lines, dispatches to handlers, prints replies as text."""
+
+    settings: Settings
+    state: BotState
+    read: Callable[[str], str] = input
+    write: Callable[[str], None] = print
+    out_dir: Path | None = None
+    buttons: list[Button] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ctx = Context(settings=self.settings, state=self.state, actor=CONSOLE_ACTOR)
+        self.out_dir = self.out_dir or self.settings.home / "console"
+
+    # -- input ---------------------------------------------------------------------------------
+    def _read_paste(self, first: str = "") -> str:
+        """Lines until a line with a single '.', or until the closing fence of an opened ``` block."""
+        lines = [first] if first else []
+        fenced = first.lstrip().startswith("```") and first.count("```") == 1
+        while True:
+            try:
+                line = self.read("")
+            except EOFError:
+                break
+            if not fenced and line.strip() == END_OF_PASTE:
+                break
+            lines.append(line)
+            if fenced and line.strip().startswith("```"):
+                break
+        return "\n".join(lines)
+
+    # -- output --------------------------------------------------------------------------------
+    def show(self, reply: Reply) -> None:
+        self.write(replace(reply, buttons=[], attachments=[]).to_text() or "(no output)")
+        assert self.out_dir is not None
+        for att in reply.attachments:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path = self.out_dir / Path(att.name).name
+            path.write_bytes(att.data)
+            self.write(f"[attachment {att.name} saved to {path}]")
+        self.buttons = [b for b in reply.buttons if not b.disabled]
+        if self.buttons:
+            self.write(
+                "  ".join(
+                    f"[{i}] {(b.emoji + ' ') if b.emoji else ''}{b.label}"
+                    for i, b in enumerate(self.buttons, 1)
+                )
+                + "   (/press N)"
+            )
+
+    def stream(self, chunks: Iterator[str]) -> None:
+        for piece in chunks:
+            self.write_inline(piece)
+        self.write("")
+
+    def write_inline(self, text: str) -> None:
+        if self.write is print:
+            print(text, end="", flush=True)
+        else:
+            self.write(text)
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def handle(self, line: str) -> bool:
+        """Run one input line; False when the user asked to quit."""
+        line = line.strip()
+        if not line:
+            return True
+        if line in ("/quit", "/exit", "quit", "exit"):
+            return False
+        try:
+            if line.startswith("/"):
+                name, _, rest = line[1:].partition(" ")
+                self.command(name.lower(), rest.strip())
+            else:
+                text = self._read_paste(line) if line.startswith("```") else line
+                self.show(handlers.mention(self.ctx, text))
+        except HipbotError as exc:
+            self.show(Reply(text=f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")))
+        return True
+
+    def command(self, name: str, rest: str) -> None:
+        ctx = self.ctx
+        if name == "help":
+            self.write(HELP)
+        elif name == "ask":
+            self.show(handlers.ask(ctx, rest))
+        elif name == "hipify":
+            self.show(self._hipify(rest))
+        elif name == "convert":
+            self.show(handlers.convert_message(ctx, self._read_paste(rest)))
+        elif name == "finetune":
+            self.show(self._finetune(rest))
+        elif name == "jobs":
+            self.show(handlers.jobs(ctx, rest or "mine"))
+        elif name == "job":
+            self.show(handlers.job(ctx, _one_arg(rest, "/job ID")))
+        elif name == "cancel":
+            self.show(handlers.cancel(ctx, _one_arg(rest, "/cancel ID")))
+        elif name == "models":
+            self.show(handlers.models(ctx))
+        elif name == "publish":
+            self.show(handlers.publish(ctx, _one_arg(rest, "/publish ADAPTER")))
+        elif name == "chat":
+            adapter, _, prompt = rest.partition(" ")
+            if not adapter or not prompt.strip():
+                raise HipbotError("usage: /chat ADAPTER PROMPT", hint="/models lists the names")
+            self.stream(handlers.chat(ctx, adapter, prompt.strip()))
+        elif name == "workers":
+            self.show(handlers.workers(ctx))
+        elif name == "ingest":
+            self.show(handlers.ingest(ctx))
+        elif name == "config":
+            self.show(handlers.config(ctx, **_key_values(rest)))
+        elif name == "press":
+            self.show(self._press(rest))
+        else:
+            raise HipbotError(f"unknown command /{name}", hint="/help lists the commands")
+
+    def _hipify(self, rest: str) -> Reply:
+        args = shlex.split(rest) if rest else []
+        arch = None
+        if "--arch" in args:
+            i = args.index("--arch")
+            if i + 1 >= len(args):
+                raise HipbotError("--arch needs a value, e.g. --arch gfx90a")
+            arch = args[i + 1]
+            del args[i : i + 2]
+        if len(args) == 1 and Path(args[0]).expanduser().is_file():
+            path = Path(args[0]).expanduser()
+            return handlers.hipify(self.ctx, attachment=(path.name, path.read_bytes()), arch=arch)
+        code = " ".join(args) if args else self._read_paste()
+        if code.lstrip().startswith("```"):
+            blocks = handlers.extract_code_blocks(code)
+            code = "\n\n".join(body for _, body in blocks)
+        return handlers.hipify(self.ctx, code, arch=arch)
+
+    def _finetune(self, rest: str) -> Reply:
+        args = shlex.split(rest) if rest else []
+        options = _key_values(" ".join(shlex.quote(a) for a in args if "=" in a))
+        plain = [a for a in args if "=" not in a]
+        dataset_path = options.pop("dataset", None)
+        if "--dataset" in plain:
+            i = plain.index("--dataset")
+            if i + 1 >= len(plain):
+                raise HipbotError("--dataset needs a file")
+            dataset_path = plain[i + 1]
+            del plain[i : i + 2]
+        yaml_text = None
+        if plain:
+            yaml_text = _read_file(plain[0])
+        dataset = None
+        dataset_name = options.pop("dataset_name", None)
+        if dataset_path:
+            path = Path(dataset_path).expanduser()
+            if path.is_file():
+                dataset = (path.name, path.read_bytes())
+            else:
+                dataset_name = dataset_path
+        return handlers.finetune(
+            self.ctx,
+            yaml_text=yaml_text,
+            dataset=dataset,
+            dataset_name=dataset_name,
+            model=options.pop("model", None),
+            lora_rank=int(options.pop("lora_rank")) if "lora_rank" in options else None,
+            lora_target=options.pop("lora_target", None),
+            epochs=float(options.pop("epochs")) if "epochs" in options else None,
+            **({"extra": options} if options else {}),
+        )
+
+    def _press(self, rest: str) -> Reply:
+        if rest.isdigit() and 1 <= int(rest) <= len(self.buttons):
+            custom_id = self.buttons[int(rest) - 1].custom_id
+        elif rest.startswith("hipbot:"):
+            custom_id = rest
+        else:
+            raise HipbotError("no such button", hint="/press N with N from the last reply's [N] buttons")
+        return handlers.press(self.ctx, custom_id)
+
+    def loop(self) -> None:
+        self.write("hipbot console: /help lists the commands, /quit leaves.")
+        while True:
+            try:
+                line = self.read(PROMPT)
+            except (EOFError, KeyboardInterrupt):
+                self.write("")
+                return
+            if not self.handle(line):
+                return
+
+
+def _one_arg(rest: str, usage: str) -> str:
+    if not rest.strip() or len(rest.split()) != 1:
+        raise HipbotError(f"usage: {usage}")
+    return rest.strip()
+
+
+def _read_file(name: str) -> str:
+    path = Path(name).expanduser()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HipbotError(f"cannot read {path}: {exc}") from exc
+
+
+def _key_values(rest: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in shlex.split(rest) if rest else []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise HipbotError(f"expected key=value, got {item!r}", hint="e.g. /config max_daily_per_user=5")
+        out[key.strip()] = value.strip()
+    return out

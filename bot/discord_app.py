@@ -1,0 +1,571 @@
+"""The Discord front end: discord.py 2.x application commands over ``handlers``.
+
+This module only translates: an interaction becomes a ``Context`` and handler arguments, the
+handler runs in a thread (translation, retrieval and SQLite never block the event loop), and its
+``Reply`` becomes messages. Every slow command defers at once and follows up. A background task
+edits the status message of each fine-tune job as the job advances; which message shows which job
+is stored in SQLite, so the edits continue after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+from hipbot.bot import handlers
+from hipbot.bot.handlers import Context
+from hipbot.bot.permissions import Actor
+from hipbot.bot.replies import MESSAGE_LIMIT, Reply, error_reply, fit, truncate
+from hipbot.bot.state import BotState
+from hipbot.bot.views import HipbotButton, defer, message_kwargs, send_reply
+
+from hipbot.config import Settings
+from hipbot.errors import HipbotError
+
+log = logging.getLogger("hipbot.discord")
+
+MAX_UPLOAD_READ = 50 * 1024 * 1024  # attachments larger than this are refused before downloading
+CHAT_EDIT_INTERVAL_S = 1.0
+ARCH_CHOICES = [
+    app_commands.Choice(name="gfx90a (MI200: MI210/MI250)", value="gfx90a"),
+    app_commands.Choice(name="gfx942 (MI300X/MI300A)", value="gfx942"),
+    app_commands.Choice(name="gfx908 (MI100)", value="gfx908"),
+    app_commands.Choice(name="gfx1100 (RX 7900, W7900)", value="gfx1100"),
+    app_commands.Choice(name="gfx1030 (RX 6800/6900, W6800)", value="gfx1030"),
+]
+
+# Who may run each command, as the bot enforces it (shown by `hipbot discord commands --json`).
+PERMISSIONS: dict[str, str] = {
+    "ask": "everyone; per-user cooldown (ask_cooldown_s)",
+    "hipify": "everyone; per-user cooldown (hipify_cooldown_s)",
+    "Convert to HIP": "everyone; shares the /hipify cooldown",
+    "finetune": "admins and the roles in finetune_roles; per-user and per-server quotas",
+    "jobs": "everyone",
+    "job": "everyone",
+    "cancel": "the job's owner, or admins",
+    "models": "everyone",
+    "chat": "everyone",
+    "publish": "the job's owner, or admins",
+    "workers": "admins (Manage Server or admin_roles)",
+    "ingest": "admins (Manage Server or admin_roles)",
+    "config": "everyone may view; admins change",
+}
+
+
+def actor_from(
+    user: discord.abc.User, guild: discord.Guild | None, permissions: discord.Permissions | None
+) -> Actor:
+    roles: tuple[tuple[int, str], ...] = ()
+    if isinstance(user, discord.Member):
+        roles = tuple((r.id, r.name) for r in user.roles if not r.is_default())
+    admin = False
+    if guild is not None:
+        perms = permissions or (user.guild_permissions if isinstance(user, discord.Member) else None)
+        admin = bool(perms and (perms.administrator or perms.manage_guild)) or guild.owner_id == user.id
+    return Actor(
+        user_id=user.id,
+        name=getattr(user, "display_name", None) or user.name,
+        guild_id=guild.id if guild else None,
+        roles=roles,
+        guild_admin=admin,
+    )
+
+
+class HipBot(commands.Bot):
+    """The bot: settings, state, the command tree and the job-status watcher."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        state: BotState | None = None,
+        *,
+        message_content: bool = False,
+        watch_interval: float = 15.0,
+    ) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = message_content  # optional: slash commands work without it
+        super().__init__(command_prefix=commands.when_mentioned, intents=intents, help_command=None)
+        self.settings = settings
+        self.state = state or BotState.open(settings.database)
+        self.watch_interval = watch_interval
+        self._watcher: asyncio.Task[None] | None = None
+        register_commands(self)
+        self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
+
+    async def setup_hook(self) -> None:
+        self.add_dynamic_items(HipbotButton)
+        self._watcher = asyncio.create_task(self._watch_jobs(), name="hipbot-job-watcher")
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        await super().close()
+
+    # -- contexts --------------------------------------------------------------------------------
+    async def context_for(self, interaction: discord.Interaction) -> Context:
+        actor = actor_from(interaction.user, interaction.guild, interaction.permissions)
+        channel = interaction.channel
+        return Context(
+            settings=self.settings,
+            state=self.state,
+            actor=actor,
+            channel_id=getattr(channel, "id", None),
+            thread_id=channel.id if isinstance(channel, discord.Thread) else None,
+            file_limit=interaction.filesize_limit,
+        )
+
+    async def run_handler(
+        self,
+        interaction: discord.Interaction,
+        fn: Callable[..., Reply],
+        *args: Any,
+        ephemeral: bool = False,
+        **kwargs: Any,
+    ) -> tuple[Reply, list[discord.Message | None]]:
+        """Defer, run the handler in a thread, send its reply: the path of every slow command."""
+        if not interaction.response.is_done():
+            await defer(interaction, ephemeral=ephemeral)
+        ctx = await self.context_for(interaction)
+        reply = await asyncio.to_thread(handlers.safe, fn, ctx, *args, **kwargs)
+        if ephemeral:
+            reply.ephemeral = True
+        return reply, await send_reply(interaction, reply)
+
+    async def _on_tree_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        cause = getattr(error, "original", error)
+        if isinstance(cause, HipbotError):
+            reply = error_reply(cause.message, cause.hint)
+        else:
+            log.exception(
+                "command %s failed", interaction.command and interaction.command.name, exc_info=cause
+            )
+            reply = error_reply(
+                "something went wrong on the bot's side; it is logged", "try again in a minute"
+            )
+        with contextlib.suppress(discord.HTTPException):
+            await send_reply(interaction, reply)
+
+    # -- mentions --------------------------------------------------------------------------------
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or self.user is None or self.user not in message.mentions:
+            return
+        actor = actor_from(message.author, message.guild, None)
+        ctx = Context(
+            settings=self.settings,
+            state=self.state,
+            actor=actor,
+            channel_id=message.channel.id,
+            thread_id=message.channel.id if isinstance(message.channel, discord.Thread) else None,
+            file_limit=message.guild.filesize_limit if message.guild else 10 * 1024 * 1024,
+        )
+        files = [
+            (a.filename, await a.read()) for a in message.attachments if a.size <= handlers.MAX_CODE_BYTES
+        ]
+        async with message.channel.typing():
+            reply = await asyncio.to_thread(handlers.safe, handlers.mention, ctx, message.content, files)
+        for i, part in enumerate(fit(reply, ctx.file_limit)):
+            kwargs = {k: v for k, v in message_kwargs(part).items() if v is not None}
+            sent = await (message.reply(**kwargs) if i == 0 else message.channel.send(**kwargs))
+            if i == 0 and "answer_id" in reply.meta:
+                await asyncio.to_thread(
+                    self.state.set_answer_location, reply.meta["answer_id"], message_id=sent.id
+                )
+
+    # -- job status messages ---------------------------------------------------------------------
+    async def link_status_message(
+        self, interaction: discord.Interaction, job_id: str, message: discord.Message
+    ) -> None:
+        """Remember which message shows the job (in the guild's notice channel when one is set)."""
+        actor = actor_from(interaction.user, interaction.guild, interaction.permissions)
+        config = await asyncio.to_thread(self.state.guild_config, actor.guild_id)
+        channel_id, message_id = message.channel.id, message.id
+        if config.notice_channel_id and config.notice_channel_id != channel_id:
+            update = await asyncio.to_thread(handlers.job_status, self.settings, job_id)
+            if update is not None:
+                notice = self.get_partial_messageable(config.notice_channel_id)
+                kwargs = {k: v for k, v in message_kwargs(fit(update.reply)[-1]).items() if v is not None}
+                try:
+                    posted = await notice.send(**kwargs)
+                    channel_id, message_id = posted.channel.id, posted.id
+                except discord.HTTPException as exc:
+                    log.warning("cannot post in notice channel %s: %s", config.notice_channel_id, exc)
+        await asyncio.to_thread(
+            self.state.link_job_message,
+            job_id,
+            channel_id=channel_id,
+            message_id=message_id,
+            user_id=actor.user_id,
+            guild_id=actor.guild_id,
+        )
+
+    async def _watch_jobs(self) -> None:
+        await self.wait_until_ready()
+        while not self.is_closed():
+            try:
+                await self.refresh_job_messages()
+            except Exception:  # a bad tick must not stop the watcher
+                log.exception("job status refresh failed")
+            await asyncio.sleep(self.watch_interval)
+
+    async def refresh_job_messages(self) -> int:
+        """Edit every open job message whose job changed; returns how many were edited."""
+        rows = await asyncio.to_thread(self.state.open_job_messages)
+        edited = 0
+        for row in rows:
+            update = await asyncio.to_thread(handlers.job_status, self.settings, row["job_id"])
+            if update is None:
+                await asyncio.to_thread(
+                    self.state.update_job_message, row["job_id"], state="gone", render="", final=True
+                )
+                continue
+            render = json.dumps(update.reply.to_dict(), sort_keys=True)
+            if render == row["last_render"]:
+                continue
+            channel = self.get_partial_messageable(row["channel_id"])
+            message = channel.get_partial_message(row["message_id"])
+            [part] = fit(update.reply)[-1:]
+            kwargs = message_kwargs(part)
+            files = kwargs.pop("files")
+            try:
+                await message.edit(attachments=files, **kwargs)
+                if update.final and row["user_id"]:
+                    await channel.send(
+                        f"<@{row['user_id']}> fine-tune `{row['job_id']}` {update.state}.",
+                        reference=message.to_reference(fail_if_not_exists=False),
+                        allowed_mentions=discord.AllowedMentions(users=True),
+                    )
+            except discord.NotFound:
+                await asyncio.to_thread(
+                    self.state.update_job_message,
+                    row["job_id"],
+                    state=update.state,
+                    render=render,
+                    final=True,
+                )
+                continue
+            except discord.HTTPException as exc:
+                log.warning("cannot edit the status message of job %s: %s", row["job_id"], exc)
+                continue
+            await asyncio.to_thread(
+                self.state.update_job_message,
+                row["job_id"],
+                state=update.state,
+                render=render,
+                final=update.final,
+            )
+            edited += 1
+        return edited
+
+
+async def _read_attachment(attachment: discord.Attachment, limit: int = MAX_UPLOAD_READ) -> tuple[str, bytes]:
+    if attachment.size > limit:
+        raise HipbotError(
+            f"{attachment.filename} is {attachment.size // (1024 * 1024)} MiB; the bot reads files up to "
+            f"{limit // (1024 * 1024)} MiB",
+            hint="use the hipbot CLI for big files",
+        )
+    return attachment.filename, await attachment.read()
+
+
+async def stream_reply(interaction: discord.Interaction, chunks: Iterator[str], header: str = "") -> str:
+    """Show a streamed answer by editing the reply about once a second; past 2000 characters the
+    text continues in a new follow-up message that is edited in turn. Returns the whole text."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for piece in chunks:
+                loop.call_soon_threadsafe(queue.put_nowait, ("data", piece))
+            loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
+        except HipbotError as exc:
+            loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+        except Exception as exc:  # surfaced to the user as a message, logged with its traceback
+            log.exception("chat stream failed")
+            loop.call_soon_threadsafe(
+                queue.put_nowait, ("error", HipbotError(f"the chat stream broke: {exc}"))
+            )
+
+    worker = asyncio.create_task(asyncio.to_thread(pump))
+    text = ""
+    page_start = 0  # where the current message's text starts
+    current: discord.abc.Messageable | Any = None  # the follow-up message being edited, None = original
+    last_edit = 0.0
+    shown = ""
+    budget = MESSAGE_LIMIT - len(header) - 8
+
+    async def show(final: bool) -> None:
+        nonlocal page_start, current, shown
+        while len(text) - page_start > budget:
+            cut = text.rfind("\n", page_start, page_start + budget)
+            cut = cut if cut > page_start else page_start + budget
+            await _edit_page(interaction, current, header + text[page_start:cut])
+            page_start = cut
+            current = await interaction.followup.send(content="…", wait=True)
+        body = header + text[page_start:] + ("" if final else " ▌")
+        if body != shown:
+            await _edit_page(interaction, current, body or "(empty reply)")
+            shown = body
+
+    while True:
+        kind, value = await queue.get()
+        if kind == "data":
+            text += value
+            if time.monotonic() - last_edit >= CHAT_EDIT_INTERVAL_S:
+                await show(final=False)
+                last_edit = time.monotonic()
+            continue
+        if kind == "error":
+            if text:
+                await show(final=True)
+            await send_reply(interaction, error_reply(value.message, value.hint))
+        else:
+            await show(final=True)
+        break
+    await worker
+    return text
+
+
+async def _edit_page(interaction: discord.Interaction, message: Any, content: str) -> None:
+    if message is None:
+        await interaction.edit_original_response(content=truncate(content, MESSAGE_LIMIT))
+    else:
+        await message.edit(content=truncate(content, MESSAGE_LIMIT))
+
+
+def register_commands(bot: HipBot) -> None:
+    """Build the application-command tree on ``bot.tree``."""
+    tree = bot.tree
+
+    @tree.command(
+        name="ask", description="Answer a CUDA->HIP porting question from the HIP docs, with sources"
+    )
+    @app_commands.describe(
+        question="e.g. what replaces cudaMemcpyToSymbolAsync?",
+        thread="open a thread on the answer for follow-up questions",
+    )
+    async def ask_cmd(
+        interaction: discord.Interaction, question: app_commands.Range[str, 1, 2000], thread: bool = False
+    ) -> None:
+        reply, sent = await bot.run_handler(interaction, handlers.ask, question)
+        answer_id = reply.meta.get("answer_id")
+        if answer_id is None or not sent or sent[0] is None:
+            return
+        thread_id = None
+        channel = interaction.channel
+        if thread and isinstance(channel, discord.TextChannel):
+            try:
+                started = await channel.create_thread(
+                    name=truncate(question, 90), message=sent[0], auto_archive_duration=1440
+                )
+                thread_id = started.id
+            except discord.HTTPException as exc:
+                log.warning("cannot open a thread for answer %s: %s", answer_id, exc)
+        await asyncio.to_thread(
+            bot.state.set_answer_location, answer_id, message_id=sent[0].id, thread_id=thread_id
+        )
+
+    @tree.command(name="hipify", description="Convert CUDA code to HIP, with AMD porting lints")
+    @app_commands.describe(
+        code="CUDA source (or attach a file)",
+        file="a .cu, .cuh, .cpp or .h file",
+        arch="compile the result for this AMD GPU with hipcc",
+    )
+    @app_commands.choices(arch=ARCH_CHOICES)
+    async def hipify_cmd(
+        interaction: discord.Interaction,
+        code: str | None = None,
+        file: discord.Attachment | None = None,
+        arch: app_commands.Choice[str] | None = None,
+    ) -> None:
+        await defer(interaction)
+        try:
+            attachment = None
+            if file is not None:
+                handlers.check_code_filename(file.filename)
+                attachment = await _read_attachment(file, handlers.MAX_CODE_BYTES)
+        except HipbotError as exc:
+            await send_reply(interaction, error_reply(exc.message, exc.hint))
+            return
+        await bot.run_handler(
+            interaction, handlers.hipify, code, attachment=attachment, arch=arch.value if arch else None
+        )
+
+    @tree.context_menu(name="Convert to HIP")
+    async def convert_menu(interaction: discord.Interaction, message: discord.Message) -> None:
+        await defer(interaction)
+        files = [
+            await _read_attachment(a, handlers.MAX_CODE_BYTES)
+            for a in message.attachments
+            if a.filename.lower().endswith(handlers.CODE_EXTENSIONS) and a.size <= handlers.MAX_CODE_BYTES
+        ]
+        await bot.run_handler(interaction, handlers.convert_message, message.content, files)
+
+    @tree.command(name="finetune", description="Start a LoRA fine-tune on the community GPUs")
+    @app_commands.describe(
+        config="a LLaMA-Factory train YAML (or give the options below)",
+        dataset="a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)",
+        model="base model (model_name_or_path)",
+        dataset_name="a dataset name from the hub or dataset_info.json",
+        lora_rank="LoRA rank (8, 16, 32, 64 ...)",
+        lora_target="all, or modules such as q_proj,v_proj",
+        epochs="num_train_epochs",
+    )
+    @app_commands.guild_only()
+    async def finetune_cmd(
+        interaction: discord.Interaction,
+        config: discord.Attachment | None = None,
+        dataset: discord.Attachment | None = None,
+        model: str | None = None,
+        dataset_name: str | None = None,
+        lora_rank: app_commands.Range[int, 1, 512] | None = None,
+        lora_target: str | None = None,
+        epochs: app_commands.Range[float, 0.01, 100.0] | None = None,
+    ) -> None:
+        await defer(interaction)
+        try:
+            yaml_text = None
+            if config is not None:
+                name, data = await _read_attachment(config, 256 * 1024)
+                yaml_text = data.decode("utf-8", errors="strict")
+            data_file = await _read_attachment(dataset) if dataset is not None else None
+        except UnicodeDecodeError:
+            await send_reply(
+                interaction, error_reply("the config file is not UTF-8 text", "attach the .yaml file")
+            )
+            return
+        except HipbotError as exc:
+            await send_reply(interaction, error_reply(exc.message, exc.hint))
+            return
+        reply, sent = await bot.run_handler(
+            interaction,
+            handlers.finetune,
+            yaml_text=yaml_text,
+            dataset=data_file,
+            model=model,
+            dataset_name=dataset_name,
+            lora_rank=lora_rank,
+            lora_target=lora_target,
+            epochs=epochs,
+        )
+        job_id = reply.meta.get("job_id")
+        if job_id and sent and sent[-1] is not None:
+            await bot.link_status_message(interaction, job_id, sent[-1])
+
+    @tree.command(name="jobs", description="List fine-tune jobs")
+    @app_commands.choices(
+        scope=[app_commands.Choice(name="mine", value="mine"), app_commands.Choice(name="all", value="all")]
+    )
+    async def jobs_cmd(
+        interaction: discord.Interaction, scope: app_commands.Choice[str] | None = None
+    ) -> None:
+        await bot.run_handler(interaction, handlers.jobs, scope.value if scope else "mine", ephemeral=True)
+
+    @tree.command(name="job", description="Show one fine-tune job")
+    async def job_cmd(interaction: discord.Interaction, job_id: str) -> None:
+        await bot.run_handler(interaction, handlers.job, job_id)
+
+    @tree.command(name="cancel", description="Cancel a fine-tune job (yours, or any as admin)")
+    async def cancel_cmd(interaction: discord.Interaction, job_id: str) -> None:
+        await bot.run_handler(interaction, handlers.cancel, job_id)
+
+    @tree.command(name="models", description="Published adapters and base models")
+    async def models_cmd(interaction: discord.Interaction) -> None:
+        await bot.run_handler(interaction, handlers.models)
+
+    @tree.command(name="chat", description="Chat with a published adapter or a base model")
+    @app_commands.describe(adapter="adapter or base model name (see /models)", prompt="your message")
+    async def chat_cmd(
+        interaction: discord.Interaction, adapter: str, prompt: app_commands.Range[str, 1, 4000]
+    ) -> None:
+        await defer(interaction)
+        ctx = await bot.context_for(interaction)
+        try:
+            chunks = await asyncio.to_thread(handlers.chat, ctx, adapter, prompt)
+        except HipbotError as exc:
+            await send_reply(interaction, error_reply(exc.message, exc.hint))
+            return
+        await stream_reply(interaction, chunks, header=f"**{adapter}**: ")
+
+    @chat_cmd.autocomplete("adapter")
+    async def chat_adapter_autocomplete(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        names = await asyncio.to_thread(handlers.model_names, bot.settings)
+        return [app_commands.Choice(name=n, value=n) for n in names if current.lower() in n.lower()][:25]
+
+    @tree.command(name="publish", description="Publish a finished adapter to the vLLM servers")
+    async def publish_cmd(interaction: discord.Interaction, adapter: str) -> None:
+        await bot.run_handler(interaction, handlers.publish, adapter)
+
+    @tree.command(name="workers", description="Registered GPU workers (admin)")
+    @app_commands.guild_only()
+    async def workers_cmd(interaction: discord.Interaction) -> None:
+        await bot.run_handler(interaction, handlers.workers, ephemeral=True)
+
+    @tree.command(name="ingest", description="Re-read the HIP docs into the answers database (admin)")
+    @app_commands.guild_only()
+    async def ingest_cmd(interaction: discord.Interaction) -> None:
+        await bot.run_handler(interaction, handlers.ingest, ephemeral=True)
+
+    @tree.command(name="config", description="This server's bot settings (admins change them)")
+    @app_commands.describe(
+        finetune_roles="roles allowed to start fine-tunes (names or ids, comma separated; 'everyone' for all)",
+        admin_roles="roles with admin rights in the bot",
+        max_running_per_user="fine-tunes a user may have queued or running",
+        max_daily_per_user="fine-tunes a user may start per 24 h",
+        max_running_per_guild="fine-tunes this server may have queued or running",
+        max_daily_per_guild="fine-tunes this server may start per 24 h",
+        notice_channel="channel for job status messages",
+        ask_cooldown_s="seconds between two /ask of one user",
+        hipify_cooldown_s="seconds between two /hipify of one user",
+    )
+    @app_commands.guild_only()
+    async def config_cmd(
+        interaction: discord.Interaction,
+        finetune_roles: str | None = None,
+        admin_roles: str | None = None,
+        max_running_per_user: app_commands.Range[int, 0, 100] | None = None,
+        max_daily_per_user: app_commands.Range[int, 0, 1000] | None = None,
+        max_running_per_guild: app_commands.Range[int, 0, 1000] | None = None,
+        max_daily_per_guild: app_commands.Range[int, 0, 10000] | None = None,
+        notice_channel: discord.TextChannel | None = None,
+        ask_cooldown_s: app_commands.Range[float, 0, 3600] | None = None,
+        hipify_cooldown_s: app_commands.Range[float, 0, 3600] | None = None,
+    ) -> None:
+        await bot.run_handler(
+            interaction,
+            handlers.config,
+            ephemeral=True,
+            finetune_roles=finetune_roles,
+            admin_roles=admin_roles,
+            max_running_per_user=max_running_per_user,
+            max_daily_per_user=max_daily_per_user,
+            max_running_per_guild=max_running_per_guild,
+            max_daily_per_guild=max_daily_per_guild,
+            notice_channel_id=notice_channel.id if notice_channel else None,
+            ask_cooldown_s=ask_cooldown_s,
+            hipify_cooldown_s=hipify_cooldown_s,
+        )
+
+
+def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
+    """The command tree as Discord receives it, plus who may run each command."""
+    out = []
+    for command in bot.tree.get_commands():
+        data = command.to_dict(bot.tree)
+        data["hipbot_permission"] = PERMISSIONS.get(command.name, "everyone")
+        out.append(data)
+    return out
