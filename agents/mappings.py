@@ -277,3 +277,93 @@ def table_from_data(data: dict) -> MappingTable:
 def load(path: Path = DATA_FILE) -> MappingTable:
     """The bundled mappings (cached: the table is immutable once loaded)."""
     return table_from_data(read_data_file(path))
+
+
+RAW_BASE_URL = "https://raw.githubusercontent.com"
+API_BASE_URL = "https://api.github.com"
+# The tables a HIPIFY release ships (newer refs may add more: they are found through the API listing).
+KNOWN_TABLES = (
+    "CUBLAS_API_supported_by_HIP.md",
+    "CUBLAS_API_supported_by_HIP_and_ROC.md",
+    "CUBLAS_API_supported_by_ROC.md",
+    "CUB_API_supported_by_HIP.md",
+    "CUDA_Device_API_supported_by_HIP.md",
+    "CUDA_Driver_API_functions_supported_by_HIP.md",
+    "CUDA_RTC_API_supported_by_HIP.md",
+    "CUDA_Runtime_API_functions_supported_by_HIP.md",
+    "CUDNN_API_supported_by_HIP.md",
+    "CUDNN_API_supported_by_HIP_and_MIOPEN.md",
+    "CUDNN_API_supported_by_MIOPEN.md",
+    "CUFFT_API_supported_by_HIP.md",
+    "CURAND_API_supported_by_HIP.md",
+    "CURAND_API_supported_by_HIP_and_ROC.md",
+    "CURAND_API_supported_by_ROC.md",
+    "CUSOLVER_API_supported_by_HIP.md",
+    "CUSOLVER_API_supported_by_HIP_and_ROC.md",
+    "CUSOLVER_API_supported_by_ROC.md",
+    "CUSPARSE_API_supported_by_HIP.md",
+    "CUSPARSE_API_supported_by_HIP_and_ROC.md",
+    "CUSPARSE_API_supported_by_ROC.md",
+    "cuComplex_API_supported_by_HIP.md",
+)
+
+
+def download(
+    ref: str,
+    *,
+    raw_base: str = RAW_BASE_URL,
+    api_base: str = API_BASE_URL,
+    timeout: float = 30.0,
+) -> dict:
+    """Fetch ``docs/tables/*.md`` and the license of ``ROCm/HIPIFY`` at ``ref`` and ``generate()``
+    from them. Network problems become a HipbotError that says what failed."""
+    import tempfile
+
+    import httpx
+
+    if not re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", ref) or ".." in ref:
+        raise HipbotError(f"not a git ref: {ref!r}", hint="e.g. --ref rocm-6.3.0")
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=True) as client:
+            names = list(KNOWN_TABLES)
+            commit = None
+            try:
+                listing = client.get(
+                    f"{api_base}/repos/{UPSTREAM_REPO}/contents/{TABLES_SUBDIR}", params={"ref": ref}
+                )
+                if listing.status_code == 200:
+                    names = sorted({item["name"] for item in listing.json() if item["name"].endswith(".md")})
+                sha = client.get(
+                    f"{api_base}/repos/{UPSTREAM_REPO}/commits/{ref}",
+                    headers={"Accept": "application/vnd.github.sha"},
+                )
+                if sha.status_code == 200 and re.fullmatch(r"[0-9a-f]{40}", sha.text.strip()):
+                    commit = sha.text.strip()
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                pass  # the listing and commit are optional; the raw files are not
+            with tempfile.TemporaryDirectory(prefix="hipify-tables-") as tmp:
+                root = Path(tmp)
+                tables = root / "HIPIFY" / TABLES_SUBDIR
+                tables.mkdir(parents=True)
+                fetched = 0
+                for name in names:
+                    resp = client.get(f"{raw_base}/{UPSTREAM_REPO}/{ref}/{TABLES_SUBDIR}/{name}")
+                    if resp.status_code == 404:
+                        continue
+                    resp.raise_for_status()
+                    (tables / name).write_text(resp.text, encoding="utf-8")
+                    fetched += 1
+                if fetched == 0:
+                    raise HipbotError(
+                        f"no mapping tables found for ref {ref!r} in {UPSTREAM_REPO}",
+                        hint="check the ref name, e.g. rocm-6.3.0",
+                    )
+                lic = client.get(f"{raw_base}/{UPSTREAM_REPO}/{ref}/LICENSE.txt")
+                if lic.status_code == 200:
+                    (root / "HIPIFY" / "LICENSE.txt").write_text(lic.text, encoding="utf-8")
+                return generate(root, commit=commit, ref=ref)
+    except httpx.HTTPError as exc:
+        raise HipbotError(
+            f"cannot download the HIPIFY tables for {ref!r}: {exc}",
+            hint="check the network, or use --docs PATH with a local HIPIFY checkout",
+        ) from exc
