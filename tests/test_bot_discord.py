@@ -1,0 +1,452 @@
+"""The Discord layer, driven through discord.py's own gateway entry point.
+
+A real ``HipBot`` (commands.Bot + app_commands tree) receives real INTERACTION_CREATE payloads via
+``ConnectionState.parse_interaction_create``; only the network is replaced: the webhook adapter
+that carries interaction responses and the HTTP client's ``request``/``get_from_cdn`` record what
+would be sent and answer as Discord does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from discord.webhook.async_ import AsyncWebhookAdapter, async_context
+from hipbot.bot.discord_app import HipBot, command_tree_json
+from hipbot.bot.state import BotState, GuildConfig
+
+from hipbot.config import load_settings
+
+APP_ID = 111
+GUILD_ID = 222
+CHANNEL_ID = 333
+BOT_ID = 444
+ADMIN_ROLE = 501
+TRAINER_ROLE = 502
+_ids = itertools.count(10_000_000)
+
+
+def _snowflake() -> str:
+    return str(next(_ids))
+
+
+def _user(uid: int, name: str, bot: bool = False) -> dict[str, Any]:
+    return {
+        "id": str(uid),
+        "username": name,
+        "discriminator": "0",
+        "global_name": name,
+        "avatar": None,
+        "bot": bot,
+    }
+
+
+def _message(
+    channel_id: int, content: str | None, payload: dict[str, Any], files: list[dict[str, Any]]
+) -> dict:
+    return {
+        "id": _snowflake(),
+        "channel_id": str(channel_id),
+        "author": _user(BOT_ID, "hipbot", bot=True),
+        "content": content or "",
+        "timestamp": "2026-01-01T00:00:00+00:00",
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [
+            {
+                "id": _snowflake(),
+                "filename": f["name"],
+                "size": len(f["data"]),
+                "url": "https://cdn/x",
+                "proxy_url": "https://cdn/x",
+            }
+            for f in files
+        ],
+        "embeds": payload.get("embeds") or [],
+        "pinned": False,
+        "type": 0,
+        "flags": payload.get("flags", 0),
+        "components": payload.get("components") or [],
+    }
+
+
+class Recorder:
+    """Everything the bot sent to Discord, in order: (kind, method, path, payload, files)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.cdn: dict[str, bytes] = {}
+
+    @staticmethod
+    def _files(files: Any) -> list[dict[str, Any]]:
+        out = []
+        for f in files or []:
+            f.reset()
+            out.append({"name": f.filename, "data": f.fp.read()})
+        return out
+
+    def record(self, kind: str, route: Any, payload: dict | None, files: Any) -> dict[str, Any]:
+        call = {
+            "kind": kind,
+            "method": route.method,
+            "path": route.url,
+            "payload": payload or {},
+            "files": self._files(files),
+        }
+        self.calls.append(call)
+        return call
+
+    # -- views on the record -------------------------------------------------------------------
+    def responses(self) -> list[dict[str, Any]]:
+        return [c for c in self.calls if c["kind"] == "webhook"]
+
+    def sent_messages(self) -> list[dict[str, Any]]:
+        """Messages that carry content: interaction callbacks with data, follow-ups and edits."""
+        out = []
+        for c in self.calls:
+            p = c["payload"]
+            data = p.get("data", p) if c["kind"] == "webhook" and "type" in p else p
+            if isinstance(data, dict) and (data.get("content") or data.get("embeds") or c["files"]):
+                out.append({**c, "data": data})
+        return out
+
+
+class FakeWebhookAdapter(AsyncWebhookAdapter):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    async def request(self, route, session, *, payload=None, multipart=None, files=None, **kwargs):  # type: ignore[override]
+        if multipart:
+            payload = json.loads(next(p["value"] for p in multipart if p["name"] == "payload_json"))
+        call = self.recorder.record("webhook", route, payload, files)
+        if route.method == "DELETE" or "/callback" in route.url:
+            if "/callback" in route.url and kwargs.get("params", {}).get("with_response"):
+                return {"interaction": {"id": "1", "type": 2}}
+            return None
+        return _message(CHANNEL_ID, (payload or {}).get("content"), payload or {}, call["files"])
+
+
+class Harness:
+    def __init__(self, bot: HipBot, recorder: Recorder) -> None:
+        self.bot = bot
+        self.rec = recorder
+        self.guild = bot._connection._add_guild_from_data(
+            {
+                "id": str(GUILD_ID),
+                "name": "porting",
+                "owner_id": "1",
+                "roles": [
+                    {"id": str(GUILD_ID), "name": "@everyone", "permissions": "0", "position": 0},
+                    {"id": str(ADMIN_ROLE), "name": "mods", "permissions": "0", "position": 1},
+                    {"id": str(TRAINER_ROLE), "name": "trainers", "permissions": "0", "position": 2},
+                ],
+                "channels": [],
+            }
+        )
+
+    def payload(
+        self,
+        itype: int,
+        data: dict[str, Any],
+        *,
+        user_id: int = 7,
+        roles: tuple[int, ...] = (),
+        permissions: int = 0,
+        channel: dict[str, Any] | None = None,
+        message: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        payload = {
+            "id": _snowflake(),
+            "application_id": str(APP_ID),
+            "type": itype,
+            "token": "interaction-token",
+            "version": 1,
+            "guild_id": str(GUILD_ID),
+            "channel_id": str(CHANNEL_ID),
+            "channel": channel
+            or {
+                "id": str(CHANNEL_ID),
+                "type": 0,
+                "guild_id": str(GUILD_ID),
+                "name": "general",
+                "position": 0,
+            },
+            "member": {
+                "user": _user(user_id, f"user{user_id}"),
+                "roles": [str(r) for r in roles],
+                "joined_at": "2025-01-01T00:00:00+00:00",
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "permissions": str(permissions),
+            },
+            "data": data,
+            "attachment_size_limit": 25 * 1024 * 1024,
+            "locale": "en-US",
+            "guild_locale": "en-US",
+            "app_permissions": str(discord.Permissions.all().value),
+        }
+        if message is not None:
+            payload["message"] = message
+        return payload
+
+    async def dispatch(self, payload: dict[str, Any]) -> None:
+        """Feed one interaction through the gateway parser and wait for what it started."""
+        before = asyncio.all_tasks()
+        self.bot._connection.parse_interaction_create(payload)
+        for _ in range(50):
+            pending = [
+                t for t in asyncio.all_tasks() - before if t is not asyncio.current_task() and not t.done()
+            ]
+            if not pending:
+                break
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def slash(
+        self, name: str, options: list[dict] | None = None, *, resolved: dict | None = None, **kw: Any
+    ) -> None:
+        data: dict[str, Any] = {"id": _snowflake(), "name": name, "type": 1, "options": options or []}
+        if resolved:
+            data["resolved"] = resolved
+        await self.dispatch(self.payload(2, data, **kw))
+
+    async def click(self, custom_id: str, *, message: dict | None = None, **kw: Any) -> None:
+        msg = message or _message(CHANNEL_ID, "", {}, [])
+        await self.dispatch(self.payload(3, {"custom_id": custom_id, "component_type": 2}, message=msg, **kw))
+
+    def attachment(self, name: str, data: bytes) -> tuple[dict, dict]:
+        aid = _snowflake()
+        url = f"https://cdn.discordapp.com/attachments/{aid}/{name}"
+        self.rec.cdn[url] = data
+        resolved = {
+            "attachments": {
+                aid: {"id": aid, "filename": name, "size": len(data), "url": url, "proxy_url": url}
+            }
+        }
+        return {"value": aid}, resolved
+
+
+@pytest.fixture
+async def harness(tmp_path: Path):
+    recorder = Recorder()
+    token = async_context.set(FakeWebhookAdapter(recorder))
+    settings = load_settings()
+    bot = HipBot(settings, state=BotState.open(tmp_path / "bot.db"), watch_interval=3600)
+
+    async def http_request(route, *, files=None, form=None, **kwargs):
+        payload = kwargs.get("json")
+        if form:
+            payload = json.loads(next(p["value"] for p in form if p["name"] == "payload_json"))
+        call = recorder.record("http", route, payload, files)
+        if route.method in ("POST", "PATCH") and "/messages" in route.url:
+            return _message(CHANNEL_ID, (payload or {}).get("content"), payload or {}, call["files"])
+        if route.method == "POST" and "/threads" in route.url:
+            return {
+                "id": _snowflake(),
+                "type": 11,
+                "guild_id": str(GUILD_ID),
+                "parent_id": str(CHANNEL_ID),
+                "name": (payload or {}).get("name", "t"),
+                "owner_id": str(BOT_ID),
+                "thread_metadata": {
+                    "archived": False,
+                    "auto_archive_duration": 1440,
+                    "archive_timestamp": "2026-01-01T00:00:00+00:00",
+                    "locked": False,
+                },
+            }
+        return {}
+
+    async def get_from_cdn(url: str) -> bytes:
+        return recorder.cdn[url]
+
+    bot.http.request = http_request  # type: ignore[method-assign]
+    bot.http.get_from_cdn = get_from_cdn  # type: ignore[method-assign]
+    await bot._async_setup_hook()
+    bot._connection.user = discord.ClientUser(state=bot._connection, data=_user(BOT_ID, "hipbot", bot=True))
+    bot._connection.application_id = APP_ID
+    await bot.setup_hook()
+    yield Harness(bot, recorder)
+    if bot._watcher is not None:
+        bot._watcher.cancel()
+    async_context.reset(token)
+
+
+CUDA = """#include <cuda_runtime.h>
+__global__ void scale(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+void run(float* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, 2.0f, n); cudaDeviceSynchronize(); }
+"""
+
+
+# -- the tree -------------------------------------------------------------------------------------
+
+
+def test_command_tree_json(tmp_path: Path) -> None:
+    bot = HipBot(load_settings(), state=BotState.open(tmp_path / "b.db"))
+    tree = {c["name"]: c for c in command_tree_json(bot)}
+    for name in (
+        "ask",
+        "hipify",
+        "finetune",
+        "jobs",
+        "job",
+        "cancel",
+        "models",
+        "chat",
+        "publish",
+        "workers",
+        "ingest",
+        "config",
+        "Convert to HIP",
+    ):
+        assert name in tree, name
+        assert tree[name]["hipbot_permission"]
+    assert tree["Convert to HIP"]["type"] == 3
+    hipify = {o["name"]: o for o in tree["hipify"]["options"]}
+    assert hipify["file"]["type"] == 11  # attachment
+    assert "gfx90a" in [c["value"] for c in hipify["arch"]["choices"]]
+    assert tree["ask"]["options"][0]["name"] == "question" and tree["ask"]["options"][0]["required"]
+    assert {o["name"] for o in tree["finetune"]["options"]} >= {"config", "dataset", "model", "lora_rank"}
+    assert tree["finetune"]["contexts"] == [0]  # guild only
+
+
+def test_cli_commands_json_without_token() -> None:
+    from click.testing import CliRunner
+
+    from hipbot.cli import cli
+
+    result = CliRunner().invoke(cli, ["discord", "commands", "--json"])
+    assert result.exit_code == 0, result.output
+    names = [c["name"] for c in json.loads(result.output)]
+    assert "ask" in names and "Convert to HIP" in names
+
+
+def test_discord_run_refuses_without_token() -> None:
+    import contextlib
+    import io
+
+    from hipbot.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["discord", "run"]) == 1
+    assert "no Discord bot token" in err.getvalue() and "DISCORD_TOKEN" in err.getvalue()
+    assert "config.toml" in err.getvalue()
+
+
+# -- /hipify ---------------------------------------------------------------------------------------
+
+
+async def test_hipify_defers_then_follows_up_with_code_and_report(harness: Harness) -> None:
+    await harness.slash("hipify", [{"name": "code", "type": 3, "value": CUDA}])
+    calls = harness.rec.responses()
+    assert calls[0]["payload"]["type"] == 5  # deferred channel message: acknowledged at once
+    followup = calls[1]
+    assert followup["method"] == "POST" and f"/webhooks/{APP_ID}/interaction-token" in followup["path"]
+    content = followup["payload"]["content"]
+    assert (
+        content.startswith("```cpp") and "hipDeviceSynchronize()" in content and "cudaDevice" not in content
+    )
+    [embed] = followup["payload"]["embeds"]
+    assert embed["title"].startswith("hipify report")
+
+
+async def test_hipify_attachment_in_long_result_out_as_file(harness: Harness) -> None:
+    body = "".join(f"void f{i}(float* p) {{ cudaMalloc(&p, {i}); cudaFree(p); }}\n" for i in range(200))
+    value, resolved = harness.attachment("big.cu", ("#include <cuda_runtime.h>\n" + body).encode())
+    await harness.slash("hipify", [{"name": "file", "type": 11, **value}], resolved=resolved)
+    followup = harness.rec.responses()[1]
+    [out] = followup["files"]
+    assert out["name"] == "big.hip"
+    assert b"hipMalloc(&p, 199)" in out["data"] and b"cudaMalloc" not in out["data"]
+    assert followup["payload"]["embeds"][0]["title"] == "hipify report: big.hip"
+
+
+async def test_hipify_refuses_binary_attachment_privately(harness: Harness) -> None:
+    value, resolved = harness.attachment("notes.txt", b"hello")
+    await harness.slash("hipify", [{"name": "file", "type": 11, **value}], resolved=resolved)
+    calls = harness.rec.responses()
+    assert calls[0]["payload"]["type"] == 5
+    assert calls[1]["method"] == "DELETE"  # the public "thinking" message goes away
+    error = calls[2]["payload"]
+    assert error["flags"] & 64 and "not a source file" in error["content"]
+
+
+async def test_hipify_cooldown(harness: Harness) -> None:
+    await harness.slash("hipify", [{"name": "code", "type": 3, "value": CUDA}])
+    await harness.slash("hipify", [{"name": "code", "type": 3, "value": CUDA}])
+    last = harness.rec.responses()[-1]["payload"]
+    assert last["flags"] & 64 and "cooling down" in last["content"]
+
+
+async def test_context_menu_converts_code_blocks_of_any_tag(harness: Harness) -> None:
+    target = _message(CHANNEL_ID, "my kernel:\n```c++\n" + CUDA + "```\nwhy slow?", {}, [])
+    target["author"] = _user(9, "someone")
+    data = {
+        "id": _snowflake(),
+        "name": "Convert to HIP",
+        "type": 3,
+        "target_id": target["id"],
+        "resolved": {"messages": {target["id"]: target}},
+    }
+    await harness.dispatch(harness.payload(2, data))
+    followup = harness.rec.responses()[1]["payload"]
+    assert "hipDeviceSynchronize" in followup["content"] and "why slow" not in followup["content"]
+
+
+# -- /config and permissions -------------------------------------------------------------------------
+
+
+async def test_config_refuses_members_and_accepts_admins(harness: Harness) -> None:
+    await harness.slash("config", [{"name": "finetune_roles", "type": 3, "value": "trainers"}])
+    refusal = harness.rec.responses()[-1]["payload"]
+    assert refusal["flags"] & 64 and "for admins" in refusal["content"]
+    manage_guild = discord.Permissions(manage_guild=True).value
+    await harness.slash(
+        "config", [{"name": "finetune_roles", "type": 3, "value": "trainers"}], permissions=manage_guild
+    )
+    done = harness.rec.responses()[-1]["payload"]
+    assert done["flags"] & 64 and done["embeds"][0]["title"] == "Settings updated"
+    config = harness.bot.state.guild_config(GUILD_ID)
+    assert config.finetune_roles == ["trainers"]
+    assert harness.bot.state.audit_log(guild_id=GUILD_ID)[0]["action"] == "config"
+
+
+async def test_admin_role_from_config_counts(harness: Harness) -> None:
+    harness.bot.state.save_guild_config(GuildConfig(guild_id=GUILD_ID, admin_roles=[str(ADMIN_ROLE)]))
+    await harness.slash(
+        "config", [{"name": "max_daily_per_user", "type": 4, "value": 9}], roles=(ADMIN_ROLE,)
+    )
+    assert harness.rec.responses()[-1]["payload"]["embeds"][0]["title"] == "Settings updated"
+    assert harness.bot.state.guild_config(GUILD_ID).max_daily_per_user == 9
+
+
+# -- long outputs ------------------------------------------------------------------------------------
+
+
+async def test_long_reply_is_split_into_follow_ups(harness: Harness) -> None:
+    from hipbot.bot.replies import Reply
+    from hipbot.bot.views import send_reply
+
+    interaction = discord.Interaction(
+        data=harness.payload(2, {"id": "1", "name": "ask", "type": 1}), state=harness.bot._connection
+    )
+    await interaction.response.defer(thinking=True)
+    text = "\n".join(f"line {i}: " + "x" * 60 for i in range(100))
+    await send_reply(interaction, Reply(text=text))
+    followups = [c for c in harness.rec.responses() if c["method"] == "POST" and "/callback" not in c["path"]]
+    assert len(followups) >= 4
+    assert all(len(c["payload"]["content"]) <= 2000 for c in followups)
+    assert "".join(c["payload"]["content"] for c in followups).count("line ") == 100
