@@ -1,0 +1,280 @@
+"""A small typed client for the parts of vLLM's OpenAI-compatible server that hipbot uses.
+
+Every failure becomes a ``HipbotError`` subclass whose message names the server and what to do:
+``ServerDown`` (nothing answers), ``AdapterNotLoaded`` (the model name is unknown to the server),
+``VllmRejected`` (the server answered with an error, its own message kept verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from hipbot.errors import HipbotError
+
+
+class ServerDown(HipbotError):
+    """Nothing answered at the server's URL (refused, DNS, timeout while connecting)."""
+
+
+class AdapterNotLoaded(HipbotError):
+    """The server does not serve a model or adapter by that name."""
+
+
+class VllmRejected(HipbotError):
+    """The server answered with an error status; ``status`` and vLLM's message are kept."""
+
+    def __init__(self, message: str, *, status: int, detail: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.detail = detail
+
+
+class ChatTimeout(HipbotError):
+    """The answer did not finish within the time limit (what arrived so far was already yielded)."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One entry of ``GET /v1/models``: the base model (``parent`` None) or a loaded LoRA adapter."""
+
+    id: str
+    root: str | None
+    parent: str | None
+    max_model_len: int | None = None
+
+    @property
+    def is_adapter(self) -> bool:
+        return self.parent is not None
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    latency_ms: float
+    error: str | None = None
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """vLLM wraps errors as {"error": {"message": ...}}; older builds use {"message": ...} or text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+        if body.get("detail"):
+            return str(body["detail"])
+    return json.dumps(body)[:500]
+
+
+class VllmClient:
+    """``VllmClient("http://host:8000")``; use as a context manager or call ``close()``."""
+
+    def __init__(
+        self, url: str, *, api_key: str | None = None, timeout: float = 30.0, name: str | None = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.name = name or self.url
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "EMPTY" else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> VllmClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._down(exc) from exc
+        except httpx.TimeoutException as exc:
+            raise ServerDown(
+                f"vLLM server {self.name} did not answer {method} {path} in time", hint=str(exc)
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise self._down(exc) from exc
+
+    def _down(self, exc: Exception) -> ServerDown:
+        return ServerDown(
+            f"vLLM server {self.name} is not reachable at {self.url} ({type(exc).__name__})",
+            hint="start it (hipbot serve local start, or deploy/README.md) and check with: hipbot serve servers check",
+        )
+
+    def _rejected(self, response: httpx.Response, what: str) -> VllmRejected:
+        detail = _error_detail(response)
+        return VllmRejected(
+            f"vLLM server {self.name} refused to {what} (HTTP {response.status_code}): {detail}",
+            status=response.status_code,
+            detail=detail,
+        )
+
+    def health(self) -> Health:
+        start = time.perf_counter()
+        try:
+            response = self._request("GET", "/health")
+        except ServerDown as exc:
+            return Health(False, (time.perf_counter() - start) * 1000, exc.message)
+        latency = (time.perf_counter() - start) * 1000
+        if response.status_code != 200:
+            return Health(False, latency, f"HTTP {response.status_code}")
+        return Health(True, latency)
+
+    def models(self) -> list[ServedModel]:
+        response = self._request("GET", "/v1/models")
+        if response.status_code != 200:
+            raise self._rejected(response, "list its models")
+        return [
+            ServedModel(
+                id=str(item["id"]),
+                root=item.get("root"),
+                parent=item.get("parent"),
+                max_model_len=item.get("max_model_len"),
+            )
+            for item in response.json().get("data", [])
+        ]
+
+    def base_models(self) -> list[ServedModel]:
+        return [m for m in self.models() if not m.is_adapter]
+
+    def adapters(self) -> dict[str, ServedModel]:
+        return {m.id: m for m in self.models() if m.is_adapter}
+
+    def load_adapter(self, name: str, path: str, *, inplace: bool = False) -> None:
+        """``POST /v1/load_lora_adapter``; needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True on the server."""
+        body: dict[str, Any] = {"lora_name": name, "lora_path": path}
+        if inplace:
+            body["load_inplace"] = True
+        response = self._request("POST", "/v1/load_lora_adapter", json=body)
+        if _route_missing(response):
+            raise self._no_runtime_lora(response)
+        if response.status_code != 200:
+            raise self._rejected(response, f"load adapter {name!r} from {path}")
+
+    def _no_runtime_lora(self, response: httpx.Response) -> VllmRejected:
+        return VllmRejected(
+            f"vLLM server {self.name} has no runtime LoRA API",
+            status=response.status_code,
+            detail=_error_detail(response),
+            hint="start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True",
+        )
+
+    def unload_adapter(self, name: str) -> bool:
+        """Return False when the adapter was not loaded (already the wanted state)."""
+        response = self._request("POST", "/v1/unload_lora_adapter", json={"lora_name": name})
+        if response.status_code == 200:
+            return True
+        if response.status_code in (400, 404) and "cannot be found" in _error_detail(response):
+            return False
+        if _route_missing(response):
+            raise self._no_runtime_lora(response)
+        raise self._rejected(response, f"unload adapter {name!r}")
+
+    def chat_stream(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.7,
+        timeout: float = 60.0,
+        extra: dict[str, Any] | None = None,
+    ) -> Iterator[str]:
+        """Stream the answer's text pieces (server-sent events) from ``/v1/chat/completions``.
+
+        ``timeout`` bounds the whole answer, not each read: a slow trickle cannot hold a bot
+        handler forever. Raises ``ChatTimeout`` after the pieces that arrived in time.
+        """
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            **(extra or {}),
+        }
+        deadline = time.monotonic() + timeout
+        per_read = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        try:
+            with self._http.stream("POST", "/v1/chat/completions", json=body, timeout=per_read) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise self._chat_error(response, model)
+                for data in _sse_data(response.iter_lines()):
+                    if time.monotonic() > deadline:
+                        raise ChatTimeout(f"{model} did not finish its answer within {timeout:g} s")
+                    if data == "[DONE]":
+                        return
+                    event = json.loads(data)
+                    if "error" in event:
+                        raise VllmRejected(
+                            f"vLLM server {self.name} failed while answering: {_event_error(event)}",
+                            status=200,
+                            detail=_event_error(event),
+                        )
+                    for choice in event.get("choices", []):
+                        piece = (choice.get("delta") or {}).get("content")
+                        if piece:
+                            yield piece
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._down(exc) from exc
+        except httpx.TimeoutException as exc:
+            raise ChatTimeout(f"{model} did not answer within {timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise ServerDown(
+                f"lost the connection to vLLM server {self.name} while streaming ({type(exc).__name__})"
+            ) from exc
+
+    def chat(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> str:
+        return "".join(self.chat_stream(model, messages, **kwargs))
+
+    def _chat_error(self, response: httpx.Response, model: str) -> HipbotError:
+        detail = _error_detail(response)
+        if response.status_code == 404 and "does not exist" in detail:
+            return AdapterNotLoaded(
+                f"{model!r} is not loaded on vLLM server {self.name}: {detail}",
+                hint=f"publish it: hipbot serve publish {model}",
+            )
+        return self._rejected(response, f"answer with {model!r}")
+
+
+def _route_missing(response: httpx.Response) -> bool:
+    """FastAPI's bare 404: the server runs without VLLM_ALLOW_RUNTIME_LORA_UPDATING."""
+    return response.status_code == 404 and _error_detail(response) == "Not Found"
+
+
+def _event_error(event: dict[str, Any]) -> str:
+    err = event["error"]
+    return str(err.get("message", err)) if isinstance(err, dict) else str(err)
+
+
+def _sse_data(lines: Iterator[str]) -> Iterator[str]:
+    """The ``data:`` payloads of a server-sent event stream (multi-line data joined by newlines)."""
+    buffer: list[str] = []
+    for line in lines:
+        if not line:
+            if buffer:
+                yield "\n".join(buffer)
+                buffer = []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            buffer.append(value[1:] if value.startswith(" ") else value)
+    if buffer:
+        yield "\n".join(buffer)
