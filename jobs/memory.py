@@ -1,0 +1,220 @@
+"""Peak GPU memory of a LoRA job, estimated from the model's config before any GPU is touched.
+
+The estimate decides which worker may claim a job, and tells a user whose job fits no worker what
+to change. It counts what PyTorch's allocator holds at the peak of a training step:
+
+* frozen weights in the compute dtype (ZeRO-3 shards them over the GPUs; with parameter offload
+  only the gathered modules stay, as DeepSpeed's ``estimate_zero3_model_states_mem_needs`` counts);
+* LoRA weights in fp32 with their gradients and Adam moments (16 bytes each; DeepSpeed's 18 for
+  ZeRO stages, where a bf16 copy is kept beside the fp32 master, offloaded with ``offload_optimizer``);
+* activations: per token and layer, linear in the hidden, intermediate and KV widths without
+  gradient checkpointing; one hidden state per layer plus one recomputed layer with it;
+* the logits and the loss's fp32 copies over the vocabulary, which dominate small models.
+
+The per-token coefficients were measured on an H200 (bench/bench_finetune.py) and are kept
+within 15 % of the measured peaks there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+# Bytes per token and layer, times the width named (bf16/fp16 activations); see module docstring.
+ACT_PER_HIDDEN = 16.0
+ACT_PER_INTERMEDIATE = 6.0
+ACT_PER_KV = 4.0
+# Bytes per token per vocabulary entry at the loss: bf16 logits, fp32 copy, log-softmax and grads.
+LOGIT_BYTES = 12.0
+# Allocator slack and CUDA workspaces (cuBLAS, attention) that do not grow with the model.
+WORKSPACE = 0.5 * GIB
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a decoder-only model's config that memory depends on."""
+
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+
+    @classmethod
+    def from_config(cls, config: Any) -> ModelShape:
+        get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+        hidden = int(get("hidden_size") or get("n_embd") or get("d_model"))
+        heads = int(get("num_attention_heads") or get("n_head"))
+        return cls(
+            hidden=hidden,
+            layers=int(get("num_hidden_layers") or get("n_layer")),
+            intermediate=int(get("intermediate_size") or get("n_inner") or 4 * hidden),
+            heads=heads,
+            kv_heads=int(get("num_key_value_heads") or heads),
+            head_dim=int(get("head_dim") or hidden // heads),
+            vocab=int(get("vocab_size")),
+            tied=bool(get("tie_word_embeddings", False)),
+        )
+
+    def modules(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each linear of one layer, Llama names."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        h, i = self.hidden, self.intermediate
+        return {
+            "q_proj": (h, q),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (q, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
+
+    @property
+    def layer_params(self) -> int:
+        return sum(a * b for a, b in self.modules().values()) + 2 * self.hidden
+
+    @property
+    def embed_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def params(self) -> int:
+        heads = self.embed_params * (1 if self.tied else 2)
+        return self.layers * self.layer_params + heads + self.hidden
+
+
+def load_model_config(model: str | Path) -> dict[str, Any]:
+    """config.json of a local model folder (a Hub name is resolved by transformers when online)."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return json.loads((path / "config.json").read_text(encoding="utf-8"))
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(model)).to_dict()
+
+
+def lora_params(shape: ModelShape, targets: list[str], rank: int) -> int:
+    mods = shape.modules()
+    names = ALL_LINEAR if "all" in targets else [t.split(".")[-1] for t in targets]
+    return shape.layers * sum(rank * (mods[n][0] + mods[n][1]) for n in names if n in mods)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per GPU at the peak of a step, by part; ``total`` is what a worker's GPU must hold."""
+
+    weights: int
+    lora: int
+    activations: int
+    logits: int
+    workspace: int
+    cpu_offload: int
+    params: int
+    trainable: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.lora + self.activations + self.logits + self.workspace
+
+    @property
+    def total_gib(self) -> float:
+        return self.total / GIB
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total_gib": round(self.total_gib, 2),
+            "weights_gib": round(self.weights / GIB, 2),
+            "lora_gib": round(self.lora / GIB, 3),
+            "activations_gib": round(self.activations / GIB, 2),
+            "logits_gib": round(self.logits / GIB, 2),
+            "cpu_offload_gib": round(self.cpu_offload / GIB, 2),
+            "params": self.params,
+            "trainable_params": self.trainable,
+        }
+
+    def summary(self) -> str:
+        d = self.as_dict()
+        return (
+            f"~{d['total_gib']:.1f} GiB per GPU (weights {d['weights_gib']}, LoRA+optimizer {d['lora_gib']}, "
+            f"activations {d['activations_gib']}, logits {d['logits_gib']}"
+            + (f", CPU offload {d['cpu_offload_gib']} GiB of host memory" if self.cpu_offload else "")
+            + f"); {self.trainable:,} of {self.params:,} parameters trained"
+        )
+
+
+def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = "bf16") -> MemoryEstimate:
+    """Peak bytes per GPU for ``spec`` on ``n_gpus`` GPUs (data parallel, per-device batch)."""
+    shape = ModelShape.from_config(model_config)
+    n = max(1, n_gpus)
+    wbytes = 4 if precision == "fp32" else 2
+    stage = spec.zero_stage if spec.deepspeed else 0
+    offload = spec.offload if spec.deepspeed else False
+    trainable = lora_params(shape, spec.lora_target, spec.lora_rank)
+    frozen = shape.params
+    tokens = spec.per_device_train_batch_size * spec.cutoff_len
+
+    cpu = 0
+    if stage == 3 and offload:
+        # Parameters live on the CPU; each module is gathered when used (the largest is the embedding).
+        weights = wbytes * max(shape.embed_params, shape.layer_params) * 2
+        cpu += wbytes * frozen
+    elif stage == 3:
+        weights = wbytes * frozen // n + wbytes * shape.layer_params
+    else:
+        weights = wbytes * frozen
+    state_bytes = 18 if stage else 16
+    if offload:
+        lora = 4 * trainable  # bf16 parameter + gradient on the GPU, fp32 master and Adam on the CPU
+        cpu += 12 * trainable
+    elif stage >= 1:
+        lora = 4 * trainable + (state_bytes - 4) * trainable // n
+    else:
+        lora = state_bytes * trainable
+
+    kv = shape.kv_heads * shape.head_dim
+    per_layer_token = (
+        ACT_PER_HIDDEN * shape.hidden + ACT_PER_INTERMEDIATE * shape.intermediate + ACT_PER_KV * kv
+    )
+    per_layer_token += 2 * spec.lora_rank * 2  # LoRA's rank-wide intermediates
+    if spec.use_gradient_checkpointing:
+        activations = tokens * (shape.layers * 2 * shape.hidden + per_layer_token)
+    else:
+        activations = tokens * shape.layers * per_layer_token
+    logits = int(tokens * shape.vocab * LOGIT_BYTES)
+    return MemoryEstimate(
+        weights=int(weights),
+        lora=int(lora),
+        activations=int(activations),
+        logits=logits,
+        workspace=int(WORKSPACE),
+        cpu_offload=int(cpu),
+        params=frozen,
+        trainable=trainable,
+    )
+
+
+def fit_message(est: MemoryEstimate, largest_gib: float | None, spec: Any) -> str:
+    """What to tell a user whose job fits no worker."""
+    where = f"the largest worker has {largest_gib:.0f} GiB" if largest_gib else "no worker is registered yet"
+    tips = []
+    if not (spec.deepspeed and spec.offload):
+        tips.append("deepspeed: z3_offload")
+    if not spec.use_gradient_checkpointing:
+        tips.append("gradient_checkpointing: true")
+    if spec.per_device_train_batch_size > 1:
+        tips.append(
+            f"a smaller batch (per_device_train_batch_size: {max(1, spec.per_device_train_batch_size // 2)}, "
+            "with more gradient_accumulation_steps)"
+        )
+    if spec.cutoff_len > 512:
+        tips.append(f"cutoff_len: {spec.cutoff_len // 2}")
+    return f"needs ~{est.total_gib:.1f} GiB; {where}; try " + (" / ".join(tips) or "a smaller model")

@@ -1,0 +1,598 @@
+"""Fine-tune jobs and workers in the app's SQLite database: the queue both the coordinator and
+``hipbot finetune run`` write, and the Discord bot reads.
+
+A job moves queued -> assigned (a worker claimed it; leased) -> running (first heartbeat) ->
+succeeded / failed / cancelled. A lease that runs out puts the job back in the queue for another
+worker, which resumes from the last uploaded checkpoint; after ``max_attempts`` claims it fails.
+Worker secrets and registration tokens are stored as SHA-256 hashes only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+from hipbot.db import migrate, utcnow
+from hipbot.errors import HipbotError
+
+STATES = ("queued", "assigned", "running", "succeeded", "failed", "cancelled")
+ACTIVE = ("assigned", "running")
+FINAL = ("succeeded", "failed", "cancelled")
+DEFAULT_LEASE_S = 90.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL,
+            owner TEXT,
+            guild TEXT,
+            state TEXT NOT NULL DEFAULT 'queued',
+            priority INTEGER NOT NULL DEFAULT 0,
+            spec_yaml TEXT NOT NULL,
+            spec_json TEXT NOT NULL,
+            base_model TEXT NOT NULL,
+            attachment_name TEXT,
+            attachment_path TEXT,
+            model_config_json TEXT,
+            memory_gib REAL,
+            memory_json TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL DEFAULT 3,
+            worker_id TEXT,
+            lease_until REAL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            progress_step INTEGER,
+            progress_total INTEGER,
+            progress_loss REAL,
+            progress_json TEXT,
+            checkpoint_path TEXT,
+            checkpoint_step INTEGER,
+            adapter_dir TEXT,
+            artifacts_json TEXT,
+            metrics_json TEXT,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            assigned_at TEXT,
+            started_at TEXT,
+            finished_at TEXT,
+            updated_at TEXT NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX jobs_state ON jobs (state, priority, id)")
+    db.execute("CREATE INDEX jobs_owner ON jobs (owner, id)")
+    db.execute(
+        """CREATE TABLE job_logs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+            ts TEXT NOT NULL,
+            source TEXT NOT NULL,
+            line TEXT NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX job_logs_job ON job_logs (job_id, id)")
+    db.execute(
+        """CREATE TABLE workers (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            secret_hash TEXT NOT NULL,
+            gpus_json TEXT NOT NULL,
+            gpu_count INTEGER NOT NULL,
+            memory_gib REAL NOT NULL,
+            backend TEXT NOT NULL,
+            registered_at TEXT NOT NULL,
+            last_seen TEXT,
+            revoked INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE registration_tokens (
+            token_hash TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            used_by TEXT
+        )"""
+    )
+
+
+STEPS = [_v1]
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Job:
+    """A job row, decoded. ``adapter_dir``, ``base_model`` and ``owner`` are what serving needs."""
+
+    id: int
+    name: str
+    owner: str | None
+    guild: str | None
+    state: str
+    priority: int
+    spec_yaml: str
+    base_model: str
+    attempts: int
+    max_attempts: int
+    worker_id: str | None
+    memory_gib: float | None
+    progress_step: int | None
+    progress_total: int | None
+    progress_loss: float | None
+    checkpoint_step: int | None
+    checkpoint_path: str | None
+    adapter_dir: str | None
+    attachment_name: str | None
+    attachment_path: str | None
+    error: str | None
+    cancel_requested: bool
+    created_at: str
+    assigned_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    updated_at: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] = field(default_factory=dict)
+    model_config: dict[str, Any] | None = None
+    lease_until: float | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Job:
+        def load(key: str, default: Any) -> Any:
+            return json.loads(row[key]) if row.get(key) else default
+
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            owner=row["owner"],
+            guild=row["guild"],
+            state=row["state"],
+            priority=row["priority"],
+            spec_yaml=row["spec_yaml"],
+            base_model=row["base_model"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            worker_id=row["worker_id"],
+            memory_gib=row["memory_gib"],
+            progress_step=row["progress_step"],
+            progress_total=row["progress_total"],
+            progress_loss=row["progress_loss"],
+            checkpoint_step=row["checkpoint_step"],
+            checkpoint_path=row["checkpoint_path"],
+            adapter_dir=row["adapter_dir"],
+            attachment_name=row["attachment_name"],
+            attachment_path=row["attachment_path"],
+            error=row["error"],
+            cancel_requested=bool(row["cancel_requested"]),
+            created_at=row["created_at"],
+            assigned_at=row["assigned_at"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            updated_at=row["updated_at"],
+            spec=load("spec_json", {}),
+            metrics=load("metrics_json", {}),
+            memory=load("memory_json", {}),
+            artifacts=load("artifacts_json", {}),
+            progress=load("progress_json", {}),
+            model_config=load("model_config_json", None),
+            lease_until=row["lease_until"],
+        )
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe view for the HTTP API and the bot (no file paths of the coordinator's disk
+        beyond the adapter folder, which the serving side needs)."""
+        out = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("attachment_path", "checkpoint_path", "model_config")
+        }
+        out["final"] = self.final
+        return out
+
+    def line(self) -> str:
+        """One line for ``finetune list`` and the bot's /jobs."""
+        progress = ""
+        if self.progress_step is not None and self.progress_total:
+            progress = f" step {self.progress_step}/{self.progress_total}"
+            if self.progress_loss is not None:
+                progress += f" loss {self.progress_loss:.4f}"
+        mem = f" ~{self.memory_gib:.1f}GiB" if self.memory_gib else ""
+        worker = f" on {self.worker_id}" if self.worker_id and self.state in ACTIVE else ""
+        return f"#{self.id} {self.name} [{self.state}]{progress}{worker}{mem} owner={self.owner or '-'}"
+
+
+@dataclass
+class Worker:
+    id: str
+    name: str
+    gpu_count: int
+    memory_gib: float
+    backend: str
+    gpus: dict[str, Any]
+    registered_at: str
+    last_seen: str | None
+    revoked: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Worker:
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            gpu_count=row["gpu_count"],
+            memory_gib=row["memory_gib"],
+            backend=row["backend"],
+            gpus=json.loads(row["gpus_json"]),
+            registered_at=row["registered_at"],
+            last_seen=row["last_seen"],
+            revoked=bool(row["revoked"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class JobQueue:
+    """The jobs, their logs and the workers, over one sqlite-utils database."""
+
+    def __init__(self, db: sqlite_utils.Database, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+        migrate(db, "jobs", STEPS)
+
+    @classmethod
+    def open(cls, path: Any = None) -> JobQueue:
+        from hipbot.config import load_settings
+        from hipbot.db import open_db
+
+        return cls(open_db(path or load_settings().database))
+
+    # ------------------------------------------------------------------ jobs
+    def _row(self, job_id: int) -> dict[str, Any] | None:
+        cur = self.db.execute("SELECT * FROM jobs WHERE id = ?", [job_id])
+        names = [d[0] for d in cur.description]
+        row = cur.fetchone()
+        return dict(zip(names, row, strict=True)) if row else None
+
+    def get(self, job_id: int) -> Job:
+        row = self._row(int(job_id))
+        if row is None:
+            raise HipbotError(f"no job #{job_id}")
+        return Job.from_row(row)
+
+    def submit(
+        self,
+        spec: Any,
+        spec_yaml: str,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        priority: int = 0,
+        name: str | None = None,
+        model_config: dict[str, Any] | None = None,
+        memory: dict[str, Any] | None = None,
+        attachment_name: str | None = None,
+        attachment_path: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        state: str = "queued",
+        worker_id: str | None = None,
+    ) -> Job:
+        now = utcnow()
+        base = spec.model_name_or_path
+        default_name = f"{base.rstrip('/').split('/')[-1]}-lora-r{spec.lora_rank}"
+        cur = self.db.execute(
+            """INSERT INTO jobs (name, owner, guild, state, priority, spec_yaml, spec_json, base_model,
+                 attachment_name, attachment_path, model_config_json, memory_gib, memory_json, max_attempts,
+                 worker_id, created_at, updated_at, started_at, attempts)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                name or default_name,
+                owner,
+                guild,
+                state,
+                priority,
+                spec_yaml,
+                json.dumps(spec.model_dump()),
+                base,
+                attachment_name,
+                attachment_path,
+                json.dumps(model_config) if model_config else None,
+                memory.get("total_gib") if memory else None,
+                json.dumps(memory) if memory else None,
+                max_attempts,
+                worker_id,
+                now,
+                now,
+                now if state == "running" else None,
+                1 if state == "running" else 0,
+            ],
+        )
+        job_id = cur.lastrowid
+        self.log(job_id, "coordinator", f"submitted by {owner or 'anonymous'}: {base}, rank {spec.lora_rank}")
+        return self.get(job_id)
+
+    def update(self, job_id: int, **values: Any) -> None:
+        values["updated_at"] = utcnow()
+        for key in ("metrics", "artifacts", "progress", "memory"):
+            if key in values:
+                values[f"{key}_json"] = json.dumps(values.pop(key))
+        cols = ", ".join(f"{k} = ?" for k in values)
+        self.db.execute(f"UPDATE jobs SET {cols} WHERE id = ?", [*values.values(), job_id])
+
+    def list(
+        self,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        states: tuple[str, ...] | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        self.expire_leases()
+        where, params = [], []
+        if owner:
+            where.append("owner = ?")
+            params.append(owner)
+        if guild:
+            where.append("guild = ?")
+            params.append(guild)
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params.extend(states)
+        sql = (
+            "SELECT id FROM jobs"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY id DESC LIMIT ?"
+        )
+        ids = [r[0] for r in self.db.execute(sql, [*params, limit]).fetchall()]
+        return [self.get(i) for i in ids]
+
+    def log(self, job_id: int, source: str, *lines: str) -> None:
+        now = utcnow()
+        rows = [(job_id, now, source, line.rstrip("\n")[:4000]) for line in lines if line.strip()]
+        if rows:
+            self.db.conn.executemany(
+                "INSERT INTO job_logs (job_id, ts, source, line) VALUES (?, ?, ?, ?)", rows
+            )
+
+    def logs(self, job_id: int, *, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        self.get(job_id)
+        cur = self.db.execute(
+            "SELECT id, ts, source, line FROM job_logs WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?",
+            [job_id, after, limit],
+        )
+        return [dict(zip(("id", "ts", "source", "line"), r, strict=True)) for r in cur.fetchall()]
+
+    def tail(self, job_id: int, n: int = 20) -> list[str]:
+        cur = self.db.execute(
+            "SELECT line FROM job_logs WHERE job_id = ? ORDER BY id DESC LIMIT ?", [job_id, n]
+        )
+        return [r[0] for r in reversed(cur.fetchall())]
+
+    def cancel(self, job_id: int, *, by: str | None = None) -> Job:
+        """Cancel a queued job at once; flag a running one (its worker stops within one heartbeat)."""
+        job = self.get(job_id)
+        if by is not None and job.owner is not None and by != job.owner:
+            raise HipbotError(f"job #{job_id} belongs to {job.owner}; only its owner can cancel it")
+        if job.final:
+            raise HipbotError(f"job #{job_id} is already {job.state}")
+        with self.db.conn:
+            self.db.execute("BEGIN IMMEDIATE")
+            if job.state == "queued":
+                self.update(job_id, state="cancelled", finished_at=utcnow(), cancel_requested=1)
+            else:
+                self.update(job_id, cancel_requested=1)
+        self.log(job_id, "coordinator", f"cancel requested by {by or 'admin'}")
+        return self.get(job_id)
+
+    def finish(
+        self,
+        job_id: int,
+        state: str,
+        *,
+        error: str | None = None,
+        metrics: dict[str, Any] | None = None,
+        adapter_dir: str | None = None,
+    ) -> Job:
+        if state not in FINAL:
+            raise HipbotError(f"{state!r} is not a final state")
+        values: dict[str, Any] = {"state": state, "finished_at": utcnow(), "lease_until": None}
+        if error is not None:
+            values["error"] = error
+        if metrics is not None:
+            values["metrics"] = metrics
+        if adapter_dir is not None:
+            values["adapter_dir"] = adapter_dir
+        self.update(job_id, **values)
+        self.log(job_id, "coordinator", f"{state}" + (f": {error}" if error else ""))
+        return self.get(job_id)
+
+    # ------------------------------------------------------------------ leases
+    def claim(
+        self, worker: Worker, *, lease_s: float = DEFAULT_LEASE_S, fits: Callable[[Job], bool] | None = None
+    ) -> Job | None:
+        """Give the highest-priority queued job that fits ``worker`` to it, leased for ``lease_s``."""
+        self.expire_leases()
+        with self.db.conn:
+            self.db.execute("BEGIN IMMEDIATE")
+            ids = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT id FROM jobs WHERE state = 'queued' AND cancel_requested = 0 ORDER BY priority DESC, id"
+                ).fetchall()
+            ]
+            for job_id in ids:
+                job = self.get(job_id)
+                if fits is not None and not fits(job):
+                    continue
+                self.update(
+                    job_id,
+                    state="assigned",
+                    worker_id=worker.id,
+                    lease_until=self.clock() + lease_s,
+                    assigned_at=utcnow(),
+                    attempts=job.attempts + 1,
+                    error=None,
+                )
+                break
+            else:
+                return None
+        self.log(job_id, "coordinator", f"claimed by {worker.id} ({worker.name}), attempt {job.attempts + 1}")
+        return self.get(job_id)
+
+    def held(self, job_id: int, worker_id: str) -> Job:
+        """The job if ``worker_id`` holds it now; any other worker gets an error (HTTP 403)."""
+        job = self.get(job_id)
+        if job.worker_id != worker_id or job.state not in ACTIVE:
+            raise PermissionError(f"worker {worker_id} does not hold job #{job_id}")
+        return job
+
+    def heartbeat(
+        self,
+        job_id: int,
+        worker_id: str,
+        *,
+        progress: dict[str, Any] | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Job:
+        job = self.held(job_id, worker_id)
+        values: dict[str, Any] = {"lease_until": self.clock() + lease_s}
+        if job.state == "assigned":
+            values["state"] = "running"
+            values["started_at"] = job.started_at or utcnow()
+        if progress:
+            values["progress"] = progress
+            for key, col in (
+                ("step", "progress_step"),
+                ("max_steps", "progress_total"),
+                ("loss", "progress_loss"),
+            ):
+                if progress.get(key) is not None:
+                    values[col] = progress[key]
+        self.update(job_id, **values)
+        self.db.execute("UPDATE workers SET last_seen = ? WHERE id = ?", [utcnow(), worker_id])
+        return self.get(job_id)
+
+    def expire_leases(self) -> list[int]:
+        """Jobs whose worker went silent: back to the queue, or failed after ``max_attempts``."""
+        now = self.clock()
+        expired = []
+        with self.db.conn:
+            self.db.execute("BEGIN IMMEDIATE")
+            rows = self.db.execute(
+                "SELECT id FROM jobs WHERE state IN ('assigned', 'running') AND lease_until IS NOT NULL AND lease_until < ?",
+                [now],
+            ).fetchall()
+            for (job_id,) in rows:
+                job = self.get(job_id)
+                expired.append(job_id)
+                if job.cancel_requested:
+                    self.update(
+                        job_id, state="cancelled", finished_at=utcnow(), lease_until=None, worker_id=None
+                    )
+                    msg = f"lease of {job.worker_id} expired; job was cancelled"
+                elif job.attempts >= job.max_attempts:
+                    err = f"worker lost {job.attempts} times (last: {job.worker_id}); giving up"
+                    self.update(job_id, state="failed", finished_at=utcnow(), lease_until=None, error=err)
+                    msg = err
+                else:
+                    self.update(job_id, state="queued", worker_id=None, lease_until=None)
+                    resume = f" from checkpoint step {job.checkpoint_step}" if job.checkpoint_step else ""
+                    msg = f"lease of {job.worker_id} expired; requeued to resume{resume}"
+                self.db.conn.execute(
+                    "INSERT INTO job_logs (job_id, ts, source, line) VALUES (?, ?, ?, ?)",
+                    (job_id, utcnow(), "coordinator", msg),
+                )
+        return expired
+
+    # ------------------------------------------------------------------ workers
+    def create_registration_token(self, token: str | None = None) -> str:
+        token = token or "reg-" + secrets.token_urlsafe(24)
+        self.db.execute(
+            "INSERT OR IGNORE INTO registration_tokens (token_hash, created_at) VALUES (?, ?)",
+            [hash_secret(token), utcnow()],
+        )
+        return token
+
+    def register_worker(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[Worker, str]:
+        """Consume a one-time registration token; return the worker and its secret (shown once)."""
+        with self.db.conn:
+            self.db.execute("BEGIN IMMEDIATE")
+            row = self.db.execute(
+                "SELECT used_at FROM registration_tokens WHERE token_hash = ?", [hash_secret(token)]
+            ).fetchone()
+            if row is None or row[0] is not None:
+                raise PermissionError("registration token is unknown or already used")
+            worker_id = "w-" + secrets.token_hex(4)
+            secret = secrets.token_urlsafe(32)
+            gpu_list = gpus.get("gpus") or []
+            memory = float(gpus.get("memory_gib") or min((g["memory_gib"] for g in gpu_list), default=0.0))
+            self.db.execute(
+                """INSERT INTO workers (id, name, secret_hash, gpus_json, gpu_count, memory_gib, backend,
+                   registered_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
+                    worker_id,
+                    name[:100],
+                    hash_secret(secret),
+                    json.dumps(gpus),
+                    max(1, len(gpu_list)),
+                    memory,
+                    gpus.get("backend", "cpu"),
+                    utcnow(),
+                    utcnow(),
+                ],
+            )
+            self.db.execute(
+                "UPDATE registration_tokens SET used_at = ?, used_by = ? WHERE token_hash = ?",
+                [utcnow(), worker_id, hash_secret(token)],
+            )
+        return self.worker(worker_id), secret
+
+    def authenticate(self, worker_id: str, secret: str) -> Worker:
+        row = self.db.execute("SELECT secret_hash, revoked FROM workers WHERE id = ?", [worker_id]).fetchone()
+        if row is None or row[1] or not hmac.compare_digest(row[0], hash_secret(secret)):
+            raise PermissionError("unknown worker or wrong secret")
+        self.db.execute("UPDATE workers SET last_seen = ? WHERE id = ?", [utcnow(), worker_id])
+        return self.worker(worker_id)
+
+    def worker(self, worker_id: str) -> Worker:
+        cur = self.db.execute("SELECT * FROM workers WHERE id = ?", [worker_id])
+        names = [d[0] for d in cur.description]
+        row = cur.fetchone()
+        if row is None:
+            raise HipbotError(f"no worker {worker_id}")
+        return Worker.from_row(dict(zip(names, row, strict=True)))
+
+    def workers(self) -> list[Worker]:
+        ids = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM workers WHERE revoked = 0 ORDER BY registered_at"
+            ).fetchall()
+        ]
+        return [self.worker(i) for i in ids]
+
+    def update_worker_gpus(self, worker_id: str, gpus: dict[str, Any]) -> None:
+        gpu_list = gpus.get("gpus") or []
+        memory = float(gpus.get("memory_gib") or min((g["memory_gib"] for g in gpu_list), default=0.0))
+        self.db.execute(
+            "UPDATE workers SET gpus_json = ?, gpu_count = ?, memory_gib = ?, backend = ? WHERE id = ?",
+            [json.dumps(gpus), max(1, len(gpu_list)), memory, gpus.get("backend", "cpu"), worker_id],
+        )

@@ -1,0 +1,398 @@
+"""LoRA SFT with transformers' Trainer and peft, as one process or under torchrun / deepspeed.
+
+The worker (or ``hipbot finetune run``) writes a job folder holding ``job.json`` and starts this
+module on it, through ``launch_argv``: plain python for one device, ``torchrun`` (the
+``torch.distributed.run`` module) for several GPUs or DeepSpeed. The child writes one JSON line
+per optimizer step to ``progress.jsonl`` (step, loss, lr, grad_norm, tokens/s, ETA), checkpoints
+to ``output/checkpoint-N`` every ``save_steps``, resumes from the last one when restarted, and
+leaves in ``output/`` the adapter (``adapter_model.safetensors``, ``adapter_config.json``), the
+tokenizer files, ``metrics.json`` and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hipbot.jobs.spec import JobSpec, deepspeed_config_path
+
+from hipbot.errors import HipbotError
+
+JOB_FILE = "job.json"
+PROGRESS_FILE = "progress.jsonl"
+RESULT_FILE = "result.json"
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def last_checkpoint(output_dir: Path | str) -> Path | None:
+    """The highest ``checkpoint-N`` folder that holds trainer state (a complete save)."""
+    path = Path(output_dir)
+    if not path.is_dir():
+        return None
+    found = [
+        (int(m.group(1)), child)
+        for child in path.iterdir()
+        if (m := CHECKPOINT_RE.match(child.name)) and (child / "trainer_state.json").is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+def write_job(
+    job_dir: Path,
+    spec: JobSpec,
+    *,
+    output_dir: Path | None = None,
+    dataset_dir: Path | None = None,
+    allow_remote_code: bool = False,
+    device: str = "auto",
+) -> Path:
+    """The job folder a training child reads: spec plus where to read and write."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "spec": spec.model_dump(),
+        "output_dir": str(output_dir or Path(spec.output_dir or job_dir / "output")),
+        "dataset_dir": str(dataset_dir or spec.dataset_dir),
+        "allow_remote_code": allow_remote_code,
+        "device": device,
+    }
+    (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return job_dir
+
+
+def launch_argv(job_dir: Path, spec: JobSpec, n_procs: int, *, master_port: int | None = None) -> list[str]:
+    """The command that runs a job: torchrun for several processes or DeepSpeed, else plain python."""
+    module = ["-m", "hipbot.jobs.trainer", str(job_dir)]
+    if n_procs <= 1 and not spec.deepspeed:
+        return [sys.executable, *module]
+    rdzv = (
+        ["--standalone"]
+        if master_port is None
+        else ["--master_addr=127.0.0.1", f"--master_port={master_port}"]
+    )
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *rdzv,
+        "--nnodes=1",
+        f"--nproc_per_node={max(1, n_procs)}",
+        *module,
+    ]
+
+
+class _Collator:
+    """Right-pads ``input_ids`` with the pad id and ``labels`` with -100."""
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def __call__(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        width = max(len(x["input_ids"]) for x in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, x in enumerate(batch):
+            n = len(x["input_ids"])
+            ids[i, :n] = torch.tensor(x["input_ids"])
+            labels[i, :n] = torch.tensor(x["labels"])
+            mask[i, :n] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _world() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu: bool) -> Any:
+    from transformers import TrainingArguments
+
+    params = inspect.signature(TrainingArguments.__init__).parameters
+    kwargs: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": spec.per_device_train_batch_size,
+        "per_device_eval_batch_size": spec.per_device_eval_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "learning_rate": spec.learning_rate,
+        "weight_decay": spec.weight_decay,
+        "max_grad_norm": spec.max_grad_norm,
+        "num_train_epochs": spec.num_train_epochs,
+        "max_steps": spec.max_steps,
+        "lr_scheduler_type": spec.lr_scheduler_type,
+        "optim": spec.optim,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": spec.save_steps,
+        "save_total_limit": spec.save_total_limit,
+        "seed": spec.seed,
+        "bf16": precision == "bf16" and not spec.pure_bf16,
+        "fp16": precision == "fp16",
+        "gradient_checkpointing": spec.use_gradient_checkpointing,
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "report_to": [],
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+        "ddp_find_unused_parameters": False,
+        "use_cpu": use_cpu,
+        "dataloader_pin_memory": not use_cpu,
+        "eval_strategy": spec.eval_strategy if spec.val_size else "no",
+        "eval_steps": spec.eval_steps,
+    }
+    if spec.warmup_steps:
+        kwargs["warmup_steps"] = spec.warmup_steps
+    elif spec.warmup_ratio:
+        kwargs["warmup_ratio" if "warmup_ratio" in params else "warmup_steps"] = spec.warmup_ratio
+    if spec.deepspeed:
+        ds_path = deepspeed_config_path(spec.deepspeed)
+        kwargs["deepspeed"] = json.loads(Path(ds_path).read_text(encoding="utf-8"))
+    if use_cpu and _world() > 1:
+        kwargs["ddp_backend"] = "gloo"
+    return TrainingArguments(**{k: v for k, v in kwargs.items() if k in params})
+
+
+def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if spec.trust_remote_code and not allow_remote_code:
+        raise HipbotError(
+            "the job asks for trust_remote_code, which this worker does not allow",
+            hint="the worker's owner can allow it with --allow-remote-code",
+        )
+    remote = spec.trust_remote_code and allow_remote_code
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    if precision == "fp16":
+        dtype = torch.float32 if not torch.cuda.is_available() else torch.float16
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec.model_name_or_path, trust_remote_code=remote)
+        model = AutoModelForCausalLM.from_pretrained(
+            spec.model_name_or_path, dtype=dtype, trust_remote_code=remote, use_safetensors=True
+        )
+    except OSError as exc:
+        raise HipbotError(
+            f"cannot load model {spec.model_name_or_path!r}: {exc}".splitlines()[0],
+            hint="workers accept only safetensors weights: a local folder or a Hub name",
+        ) from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.use_cache = False
+    return model, tokenizer
+
+
+def _lora(model: Any, spec: JobSpec) -> Any:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    targets = "all-linear" if "all" in spec.lora_target else spec.lora_target
+    config = LoraConfig(
+        task_type="CAUSAL_LM",
+        r=spec.lora_rank,
+        lora_alpha=spec.alpha,
+        lora_dropout=spec.lora_dropout,
+        target_modules=targets,
+        use_rslora=spec.use_rslora,
+    )
+    try:
+        model = get_peft_model(model, config)
+    except ValueError as exc:
+        raise HipbotError(f"lora_target {','.join(spec.lora_target)}: {exc}".splitlines()[0]) from exc
+    if spec.pure_bf16:
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.to(torch.bfloat16)
+    if spec.use_gradient_checkpointing:
+        model.enable_input_require_grads()
+    return model
+
+
+def _plot(history: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history if h.get("loss") is not None]
+    losses = [h["loss"] for h in history if h.get("loss") is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(steps, losses, marker="o" if len(steps) < 30 else None)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def train(job_dir: Path | str) -> dict[str, Any]:
+    """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
+    import torch
+    from hipbot.jobs.datasets import build_examples
+    from hipbot.jobs.gpu import detect
+    from transformers import Trainer, TrainerCallback, set_seed
+
+    job_dir = Path(job_dir)
+    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    spec = JobSpec.model_validate(job["spec"])
+    output_dir = Path(job["output_dir"])
+    use_cpu = job.get("device") == "cpu" or not torch.cuda.is_available()
+    info = detect()
+    precision = spec.precision(bf16_supported=(not use_cpu and info.bf16))
+    if use_cpu and precision == "fp16":
+        precision = "fp32"
+    rank, world = _rank(), _world()
+    set_seed(spec.seed)
+    args = _training_arguments(spec, output_dir, precision, use_cpu)
+    model, tokenizer = _load_model(spec, precision, job.get("allow_remote_code", False))
+    model = _lora(model, spec)
+    examples = build_examples(spec, tokenizer, job["dataset_dir"])
+    log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
+    history: list[dict[str, Any]] = []
+
+    class StepTrainer(Trainer):
+        tokens = 0
+
+        def training_step(self, model: Any, inputs: dict[str, Any], *a: Any, **kw: Any) -> Any:
+            StepTrainer.tokens += int(inputs["attention_mask"].sum())
+            return super().training_step(model, inputs, *a, **kw)
+
+    class Progress(TrainerCallback):
+        """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
+
+        def __init__(self) -> None:
+            self.t0 = time.perf_counter()
+            self.last_t = self.t0
+            self.last_tokens = 0
+            self.start_step = 0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.start_step = state.global_step
+            self.t0 = self.last_t = time.perf_counter()
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            if not logs or "loss" not in logs:
+                return
+            now = time.perf_counter()
+            tokens = StepTrainer.tokens - self.last_tokens
+            done = max(1, state.global_step - self.start_step)
+            eta = (now - self.t0) / done * max(0, state.max_steps - state.global_step)
+            line = {
+                "step": state.global_step,
+                "max_steps": state.max_steps,
+                "epoch": round(state.epoch or 0.0, 4),
+                "loss": logs.get("loss"),
+                "lr": logs.get("learning_rate"),
+                "grad_norm": logs.get("grad_norm"),
+                "tokens_per_second": round(tokens * world / max(now - self.last_t, 1e-9), 1),
+                "eta_seconds": round(eta, 1),
+                "time": time.time(),
+            }
+            self.last_t, self.last_tokens = now, StepTrainer.tokens
+            history.append(line)
+            with log_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+
+    trainer = StepTrainer(
+        model=model,
+        args=args,
+        train_dataset=examples.train,
+        eval_dataset=examples.eval or None,
+        data_collator=_Collator(tokenizer.pad_token_id),
+        callbacks=[Progress()],
+    )
+    resume = None
+    if spec.resume_from_checkpoint not in (None, False):
+        resume = spec.resume_from_checkpoint if isinstance(spec.resume_from_checkpoint, str) else True
+        if resume is True:
+            resume = str(last_checkpoint(output_dir)) if last_checkpoint(output_dir) else None
+    elif last_checkpoint(output_dir) is not None:
+        resume = str(last_checkpoint(output_dir))  # a restarted job continues where it stopped
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    elapsed = time.perf_counter() - started
+    trainer.save_model(str(output_dir))
+    metrics: dict[str, Any] = {}
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        losses = [h["loss"] for h in history if h.get("loss") is not None]
+        steps_run = max(
+            1, trainer.state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0)
+        )
+        metrics = {
+            "global_step": trainer.state.global_step,
+            "resumed_from": resume and Path(resume).name,
+            "train_loss": result.training_loss,
+            "first_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+            "train_runtime_s": round(elapsed, 2),
+            "ms_per_step": round(1000 * elapsed / steps_run, 1),
+            "tokens_per_second": round(StepTrainer.tokens * _world() / max(elapsed, 1e-9), 1),
+            "train_examples": len(examples.train),
+            "skipped_records": examples.skipped,
+            "precision": precision,
+            "deepspeed": spec.deepspeed,
+            "gradient_checkpointing": spec.use_gradient_checkpointing,
+            "world_size": _world(),
+            "device": info.describe() if not use_cpu else "cpu",
+            "peak_memory_gib": (
+                round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
+            ),
+            "peak_reserved_gib": (
+                round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None
+            ),
+        }
+        if examples.eval:
+            metrics["eval"] = trainer.evaluate()
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+        if history:
+            _plot(history, output_dir / "loss.png")
+        (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
+    return metrics
+
+
+def read_progress(job_dir: Path | str) -> list[dict[str, Any]]:
+    path = Path(job_dir) / PROGRESS_FILE
+    if not path.is_file():
+        return []
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except ValueError:
+            continue  # a line being written right now
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hipbot.jobs.trainer JOB_DIR``: a user error goes to result.json and exit status 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m hipbot.jobs.trainer JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(argv[0])
+    try:
+        train(job_dir)
+    except HipbotError as exc:
+        if _rank() == 0:
+            (job_dir / RESULT_FILE).write_text(json.dumps({"ok": False, "error": str(exc)}), encoding="utf-8")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
