@@ -180,7 +180,7 @@ def _inline(text: str) -> str:
     text = re.sub(r"\{[\w:-]+\}`([^`]*)`", r"\1", text)
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # rst links
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # markdown links / images
-    text = text.replace("``", "`").replace("**", "")
+    text = re.sub(r"(?<!`)``(?!`)", "`", text).replace("**", "")
     return re.sub(r"\\([_*`\\])", r"\1", text)
 
 

@@ -1,0 +1,494 @@
+"""``hipbot ask``: answer a porting question from the ingested docs, always with sources.
+
+Questions that name CUDA, HIP or roc*/MIOpen identifiers are answered from the structured
+mapping rows first (exact: equivalent, versions, status, or a plain "no HIP equivalent").
+Other questions go through hybrid retrieval, then either an LLM that may only use the
+retrieved passages (when ``HIPBOT_LLM_URL`` is set) or an extractive answer: the best passages,
+trimmed around the question's words.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hipbot.agents.docs_store import get_meta, is_ingested, load_apis, open_docs_db
+from hipbot.agents.mappings import ApiMapping
+from hipbot.agents.retrieval import IDENT, Passage, Retriever, expand_query, query_terms
+
+from hipbot.config import Settings, load_settings
+from hipbot.errors import HipbotError
+
+MAX_QUESTION_CHARS = 2000
+MAX_K = 20
+MAX_APIS = 8
+
+_API_PREFIX = re.compile(
+    r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC|hip|HIP|roc|miopen)"
+)
+_CONCEPTUAL = re.compile(
+    r"\b(why|how (?:do|does|did|can|could|should|to|is|are)|explain|differen\w*|compare|wrong|incorrect|"
+    r"slow\w*|faster|performance|crash\w*|hang\w*|fail\w*|bug|problem|debug\w*|what happens|"
+    r"best way|when should|behav\w*|result\w*)\b|为什么|如何|怎么|怎样|区别|性能|原因|结果",
+    re.IGNORECASE,
+)
+_ROC_WORDS = re.compile(r"\b(roc\w*|miopen|ROC)\b", re.IGNORECASE)
+
+LIBRARY_LABELS = {
+    "CUDA_Runtime_API_functions": ("CUDA Runtime API", "HIP runtime API"),
+    "CUDA_Driver_API_functions": ("CUDA Driver API", "HIP driver API"),
+    "CUDA_Device_API": ("CUDA device API", "HIP device API"),
+    "CUDA_RTC_API": ("NVRTC", "hipRTC"),
+    "CUBLAS_API": ("cuBLAS", "hipBLAS"),
+    "CUSPARSE_API": ("cuSPARSE", "hipSPARSE"),
+    "CUSOLVER_API": ("cuSOLVER", "hipSOLVER"),
+    "CURAND_API": ("cuRAND", "hipRAND"),
+    "CUFFT_API": ("cuFFT", "hipFFT"),
+    "CUDNN_API": ("cuDNN", "hipDNN"),
+    "CUB_API": ("CUB", "hipCUB"),
+    "cuComplex_API": ("cuComplex", "hipComplex"),
+}
+ROC_LABELS = {
+    "CUBLAS_API": "rocBLAS",
+    "CUSPARSE_API": "rocSPARSE",
+    "CUSOLVER_API": "rocSOLVER",
+    "CURAND_API": "rocRAND",
+    "CUDNN_API": "MIOpen",
+}
+
+
+@dataclass
+class Answer:
+    answer: str
+    sources: list[dict[str, str]]
+    mode: str  # "lookup" | "extractive" | "generated"
+    apis: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"answer": self.answer, "sources": self.sources, "mode": self.mode, "apis": self.apis}
+
+
+@dataclass
+class Found:
+    """An identifier of the question resolved against the mapping rows."""
+
+    name: str  # as it appears in the tables
+    side: str  # "cuda", "hip" or "roc"
+    rows: list[ApiMapping]
+
+
+def check_question(question: object) -> str:
+    if not isinstance(question, str):
+        raise HipbotError("the question must be a string")
+    question = question.strip()
+    if not question:
+        raise HipbotError(
+            "the question is empty", hint='e.g. hipbot ask "what replaces cudaMemcpyToSymbolAsync?"'
+        )
+    if len(question) > MAX_QUESTION_CHARS:
+        raise HipbotError(
+            f"the question is too long ({len(question)} characters; the limit is {MAX_QUESTION_CHARS})",
+            hint="ask about one thing at a time and quote only the relevant lines (translate whole files with hipbot hipify)",
+        )
+    return question
+
+
+def _api_shaped(token: str) -> bool:
+    return bool("_" in token or re.search(r"\d|[a-z][A-Z]", token) or _API_PREFIX.match(token))
+
+
+class ApiIndex:
+    """The ~9k mapping rows by CUDA, HIP and roc/MIOpen name, with a "did you mean" for near misses."""
+
+    def __init__(self, rows: list[ApiMapping], vocabulary: set[str]) -> None:
+        self.by: dict[str, dict[str, list[ApiMapping]]] = {"cuda": {}, "hip": {}, "roc": {}}
+        for row in rows:
+            self.by["cuda"].setdefault(row.cuda, []).append(row)
+            if row.hip:
+                self.by["hip"].setdefault(row.hip, []).append(row)
+            if row.roc:
+                self.by["roc"].setdefault(row.roc, []).append(row)
+        self.names = sorted({n for side in self.by.values() for n in side})
+        self.lower: dict[str, list[str]] = {}
+        self.buckets: dict[str, list[str]] = {}
+        for name in self.names:
+            self.lower.setdefault(name.lower(), []).append(name)
+            self.buckets.setdefault(name[:3].lower(), []).append(name)
+        self.vocabulary = vocabulary
+
+    def resolve(self, name: str) -> Found | None:
+        for side in ("cuda", "hip", "roc"):
+            rows = self.by[side].get(name)
+            if rows:
+                return Found(name, side, rows)
+        return None
+
+    def suggest(self, token: str, n: int = 3) -> list[str]:
+        """Close names with the same first three letters (fast: a bucket, not all ~14k names)."""
+        pool = self.buckets.get(token[:3].lower(), [])
+        lowered = {name.lower(): name for name in pool}
+        close = difflib.get_close_matches(token.lower(), list(lowered), n=n, cutoff=0.8)
+        return [lowered[c] for c in close]
+
+    def find(self, question: str) -> tuple[list[Found], list[tuple[str, list[str]]]]:
+        """Identifiers of the question (any language), and unknown API-like names with suggestions."""
+        found: dict[str, Found] = {}
+        unknown: dict[str, list[str]] = {}
+        for match in IDENT.finditer(question):
+            token = match.group(0)
+            before = question[match.start() - 1] if match.start() else ""
+            after = question[match.end() :].lstrip()[:1]
+            marked = before == "`" or after == "("
+            if token in found or token in unknown:
+                continue
+            hit = self.resolve(token)
+            if hit is None and _api_shaped(token) and len(self.lower.get(token.lower(), [])) == 1:
+                hit = self.resolve(self.lower[token.lower()][0])  # cudamemcpy -> cudaMemcpy
+            if hit is not None and (marked or _api_shaped(token)):
+                found.setdefault(hit.name, hit)
+            elif (
+                hit is None
+                and len(token) >= 6
+                and _API_PREFIX.match(token)
+                and _api_shaped(token)
+                and token not in self.vocabulary
+            ):
+                suggestions = self.suggest(token)
+                if suggestions:
+                    unknown[token] = suggestions
+        return list(found.values())[:MAX_APIS], list(unknown.items())
+
+
+# --- rendering of mapping rows --------------------------------------------------------------
+
+
+def _labels(row: ApiMapping) -> tuple[str, str, str]:
+    cuda_label, hip_label = LIBRARY_LABELS.get(row.library, (row.library.replace("_", " "), "HIP"))
+    roc_label = ROC_LABELS.get(row.library, "MIOpen" if row.roc_kind == "MIOPEN" else "ROC")
+    return cuda_label, hip_label, roc_label
+
+
+def _versions(row: ApiMapping, side: str, product: str) -> str:
+    parts = []
+    for key, word in (
+        ("added", "added in"),
+        ("deprecated", "deprecated in"),
+        ("changed", "changed in"),
+        ("removed", "removed in"),
+        ("experimental", "experimental in"),
+    ):
+        value = getattr(row, f"{side}_{key}", None)
+        if value:
+            parts.append(f"{word} {product} {value}")
+    return ", ".join(parts)
+
+
+def describe(row: ApiMapping, asked: str | None = None) -> str:
+    """One paragraph of facts about a row, in the words a porting user looks for."""
+    cuda_label, hip_label, roc_label = _labels(row)
+    where = f"{cuda_label}, section \u201c{row.section}\u201d"
+    cuda_versions = _versions(row, "cuda", "CUDA")
+    lines = []
+    if row.hip:
+        head = f"`{row.cuda}` \u2192 `{row.hip}` ({hip_label}; {where})."
+        if asked and asked == row.hip:
+            head = f"`{row.hip}` is the HIP equivalent of CUDA `{row.cuda}` ({where})."
+        lines.append(head)
+        hip_versions = _versions(row, "hip", "HIP")
+        status = {
+            "supported": "Supported",
+            "deprecated": "Deprecated in HIP",
+            "removed": "Removed from HIP",
+            "experimental": "Experimental in HIP",
+        }[row.status]
+        lines.append(f"HIP status: {status}" + (f" ({hip_versions})." if hip_versions else "."))
+    else:
+        lines.append(
+            f"`{row.cuda}` has no HIP equivalent: HIPIFY's {cuda_label} table lists it as not supported "
+            f"by HIP ({where}), so hipify leaves it unconverted."
+        )
+    if cuda_versions:
+        lines.append(f"CUDA: {cuda_versions}.")
+    if row.roc:
+        roc_versions = _versions(row, "roc", roc_label)
+        lines.append(
+            f"{roc_label} equivalent: `{row.roc}`" + (f" ({roc_versions})." if roc_versions else ".")
+        )
+    elif row.library in ROC_LABELS:
+        lines.append(f"No {roc_label} equivalent is listed.")
+    if asked and asked == row.roc:
+        lines.insert(0, f"`{row.roc}` is the {roc_label} equivalent of CUDA `{row.cuda}`.")
+    return " ".join(lines)
+
+
+def api_record(row: ApiMapping, asked: str, url_of: dict[str, str]) -> dict:
+    record = {"query": asked, "found": True, **asdict(row), "status": row.status}
+    record["path"] = record.pop("table")
+    record["url"] = url_of.get(row.table, "")
+    return record
+
+
+def _roc_pages(row: ApiMapping) -> list[str]:
+    base = row.table.removesuffix("_HIP.md")
+    kind = "MIOPEN" if row.roc_kind == "MIOPEN" else "ROC"
+    return [f"{base}_HIP_and_{kind}.md", f"{base}_{kind}.md"]
+
+
+def _order_rows(found: Found) -> list[ApiMapping]:
+    """For a HIP name mapped from several CUDA names, the look-alike (cudaX for hipX) first."""
+    rows = list(found.rows)
+    if found.side == "hip":
+        twin = re.sub(r"^hip", "cuda", found.name)
+        rows.sort(key=lambda r: (r.cuda != twin, r.status != "supported", r.cuda_deprecated is not None))
+    else:
+        rows.sort(key=lambda r: (r.hip is None, r.status != "supported"))
+    seen: set[tuple[str, str | None]] = set()
+    unique = []
+    for r in rows:
+        if (r.cuda, r.hip) not in seen:
+            seen.add((r.cuda, r.hip))
+            unique.append(r)
+    return unique
+
+
+# --- extractive answers ---------------------------------------------------------------------
+
+_SEGMENT = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*(])|\n")
+
+
+def trim(text: str, terms: list[str], limit: int = 600) -> str:
+    """The window of ``text`` (at most ``limit`` chars, original layout) around the sentence or
+    line holding most question terms."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    spans, start = [], 0
+    for sep in _SEGMENT.finditer(text):
+        if sep.start() > start:
+            spans.append((start, sep.start()))
+        start = sep.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    stems = [t[:5] for t in terms]
+    scores = [sum(1 for stem in stems if stem in text[a:b].lower()) for a, b in spans]
+    best = max(range(len(spans)), key=lambda i: (scores[i], -i))
+    lo = hi = best
+    while True:
+        grown = False
+        if hi + 1 < len(spans) and spans[hi + 1][1] - spans[lo][0] <= limit:
+            hi += 1
+            grown = True
+        if lo > 0 and spans[hi][1] - spans[lo - 1][0] <= limit:
+            lo -= 1
+            grown = True
+        if not grown:
+            break
+    body = text[spans[lo][0] : spans[hi][1]]
+    if len(body) > limit:
+        body = body[:limit].rsplit(" ", 1)[0]
+    return ("\u2026 " if lo > 0 else "") + body + (" \u2026" if hi < len(spans) - 1 else "")
+
+
+def _dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for s in sources:
+        key = (s["path"], s["section"])
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+class Answerer:
+    """A loaded engine: database, API index, dense matrix and (lazily) the embedding model.
+    Build it once per process; ``ask`` then takes milliseconds."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        path = Path(self.settings.database)
+        if not path.is_file():
+            raise _not_ingested(path)
+        self.db = open_docs_db(path)
+        if not is_ingested(self.db):
+            raise _not_ingested(path)
+        self.meta = get_meta(self.db)
+        self._lock = threading.Lock()
+        self._load()
+
+    def _load(self) -> None:
+        vocabulary: set[str] = set()
+        for (text,) in self.db.execute("SELECT text FROM docs_chunks WHERE kind = 'prose'"):
+            vocabulary.update(IDENT.findall(text))
+        self.index = ApiIndex(load_apis(self.db), vocabulary)
+        self.urls = dict(self.db.execute("SELECT path, url FROM docs_documents").fetchall())
+        self.titles = dict(self.db.execute("SELECT path, title FROM docs_documents").fetchall())
+        self.retriever = Retriever(self.db, self.settings.embedding_model)
+        if not self.retriever.dense_available:
+            print(
+                f"warning: no embeddings for {self.settings.embedding_model} in the database; "
+                "answering with BM25 only (run `hipbot ingest` to embed)",
+                file=sys.stderr,
+            )
+
+    def refresh(self) -> None:
+        """Reload if another process re-ingested since we loaded (cheap check)."""
+        meta = get_meta(self.db)
+        if meta.get("ingested_at") != self.meta.get("ingested_at"):
+            self.meta = meta
+            self._load()
+
+    def warm_up(self) -> None:
+        self.retriever.warm_up()
+
+    def ask(self, question: str, k: int = 5) -> Answer:
+        question = check_question(question)
+        if not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise HipbotError(f"k must be between 1 and {MAX_K}, got {k!r}")
+        with self._lock:
+            self.refresh()
+            found, unknown = self.index.find(question)
+            conceptual = bool(_CONCEPTUAL.search(question))
+            if (found or unknown) and not conceptual:
+                return self._lookup(question, found, unknown, k)
+            return self._retrieve_and_answer(question, found, unknown, k)
+
+    # -- lookups --
+
+    def _table_sources(self, row: ApiMapping, roc_first: bool) -> list[dict[str, str]]:
+        cuda_label = LIBRARY_LABELS.get(row.library, (row.library,))[0]
+        pages = [row.table]
+        if row.roc:
+            pages = [*_roc_pages(row), row.table] if roc_first else [row.table, *_roc_pages(row)]
+        return [
+            {"path": p, "section": row.section or cuda_label, "url": self.urls.get(p, "")}
+            for p in pages
+            if p in self.urls
+        ]
+
+    def api_facts(self, found: list[Found], question: str) -> tuple[list[str], list[dict], list[dict]]:
+        """Answer lines, ``apis`` records and sources for the identifiers of a question."""
+        roc_first = bool(_ROC_WORDS.search(question))
+        lines: list[str] = []
+        records: list[dict] = []
+        sources: list[dict[str, str]] = []
+        for hit in found:
+            rows = _order_rows(hit)
+            shown = rows[:3]
+            lines.extend(describe(row, hit.name) for row in shown)
+            if len(rows) > len(shown):
+                others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
+                lines.append(f"`{hit.name}` is also the mapping of: {others}.")
+            for row in shown:
+                records.append(api_record(row, hit.name, self.urls))
+                sources.extend(self._table_sources(row, roc_first or hit.side == "roc"))
+        return lines, records, sources
+
+    def _did_you_mean(self, unknown: list[tuple[str, list[str]]]) -> tuple[list[str], list[dict]]:
+        lines, records = [], []
+        for token, suggestions in unknown:
+            options = " or ".join(f"`{s}`" for s in suggestions)
+            lines.append(f"`{token}` is not in HIPIFY's mapping tables. Did you mean {options}?")
+            records.append({"query": token, "found": False, "suggestions": suggestions})
+        return lines, records
+
+    def _lookup(self, question: str, found: list[Found], unknown: list, k: int) -> Answer:
+        lines, records, sources = self.api_facts(found, question)
+        if unknown:
+            extra_lines, extra_records = self._did_you_mean(unknown)
+            lines.extend(extra_lines)
+            records.extend(extra_records)
+            for _, suggestions in unknown:
+                best = self.index.resolve(suggestions[0])
+                if best is not None:
+                    row = _order_rows(best)[0]
+                    lines.append("Closest match: " + describe(row, best.name))
+                    sources.extend(self._table_sources(row, False))
+        # What the prose docs say about the first API, if they mention it.
+        names = [f.name for f in found] + [r.hip for f in found for r in f.rows if r.hip and r.hip != f.name]
+        if names:
+            prose, _ = self.retriever.mentions(names[:6], limit=k)
+            passages = self.retriever._passages(prose, dict.fromkeys(prose, 0.0), 1)
+            if passages:
+                p = passages[0]
+                lines.append(f"\nIn the docs ({p.title} \u203a {p.section}):\n{trim(p.text, names, 400)}")
+                sources.append(p.source())
+        return Answer("\n".join(lines).strip(), _dedupe_sources(sources)[: max(k, 3)], "lookup", records)
+
+    # -- retrieval --
+
+    def _retrieve_and_answer(self, question: str, found: list[Found], unknown: list, k: int) -> Answer:
+        names = [f.name for f in found]
+        passages = self.retriever.search(question, k=k, identifiers=names)
+        fact_lines, records, table_sources = self.api_facts(found, question) if found else ([], [], [])
+        if unknown:
+            extra_lines, extra_records = self._did_you_mean(unknown)
+            fact_lines.extend(extra_lines)
+            records.extend(extra_records)
+        sources = _dedupe_sources([p.source() for p in passages] + table_sources)
+        terms = query_terms(expand_query(question))
+        if self.settings.llm_url and passages:
+            try:
+                text = self._generate(question, passages, fact_lines, terms)
+                return Answer(text, sources, "generated", records)
+            except HipbotError as exc:
+                fact_lines.insert(0, f"(LLM endpoint unavailable, extractive answer instead: {exc.message})")
+        return Answer(self._extractive(passages, fact_lines, terms), sources, "extractive", records)
+
+    def _extractive(self, passages: list[Passage], fact_lines: list[str], terms: list[str]) -> str:
+        if not passages and not fact_lines:
+            return "The HIP docs have nothing on this. Try naming the CUDA API or the HIP feature."
+        parts = list(fact_lines)
+        prose = [p for p in passages if p.kind == "prose"] or passages
+        if prose:
+            parts.append("From the HIP docs:" if not fact_lines else "\nFrom the HIP docs:")
+        for n, p in enumerate(prose[:3], 1):
+            limit = 700 if n == 1 else 450
+            parts.append(f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{trim(p.text, terms, limit)}\n")
+        return "\n".join(parts).strip()
+
+    def _generate(
+        self, question: str, passages: list[Passage], fact_lines: list[str], terms: list[str]
+    ) -> str:
+        from hipbot.agents.llm import chat_model, generate
+
+        context = [
+            f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 700)}"
+            for n, p in enumerate(passages[:4], 1)
+        ]
+        if fact_lines:
+            context.insert(0, "[API] HIPIFY mapping tables\n" + "\n".join(fact_lines))
+        text = generate(chat_model(self.settings), question, "\n\n".join(context))
+        cited = "\n".join(f"[{n}] {p.path} \u203a {p.section}" for n, p in enumerate(passages[:4], 1))
+        return f"{text.strip()}\n\nSources:\n{cited}"
+
+
+def _not_ingested(path: Path) -> HipbotError:
+    return HipbotError(
+        f"the HIP docs are not ingested yet (database {path})",
+        hint="run: hipbot ingest   (or hipbot ingest --docs PATH / --download)",
+    )
+
+
+_ANSWERERS: dict[tuple, Answerer] = {}
+_ANSWERERS_LOCK = threading.Lock()
+
+
+def get_answerer(settings: Settings | None = None) -> Answerer:
+    """One engine per (database, model, endpoint) per process, reused across questions."""
+    settings = settings or load_settings()
+    key = (str(settings.database), settings.embedding_model, settings.llm_url, settings.llm_model)
+    with _ANSWERERS_LOCK:
+        if key not in _ANSWERERS:
+            _ANSWERERS[key] = Answerer(settings)
+        return _ANSWERERS[key]
+
+
+def ask(question: str, settings: Settings | None = None, k: int = 5) -> Answer:
+    """Answer one question (raises HipbotError for bad input or a database not yet ingested)."""
+    check_question(question)
+    return get_answerer(settings).ask(question, k=k)
