@@ -132,9 +132,14 @@ def console(commands: tuple[str, ...]) -> None:
 
 def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
     """On an empty database, read the docs corpus if it is there; True when it ran."""
-    state = _open_state(settings)
-    if not state.is_empty_docs():
-        return False
+    from hipbot.agents.docs_store import is_ingested, open_docs_db
+
+    db = open_docs_db(settings.database)
+    try:
+        if is_ingested(db):
+            return False
+    finally:
+        db.conn.close()
     if settings.docs is None:
         echo(
             "note: the answers database is empty and no docs corpus was found; "

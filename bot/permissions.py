@@ -27,13 +27,14 @@ class Actor:
     guild_id: int | None = None
     roles: tuple[tuple[int, str], ...] = field(default_factory=tuple)  # (role id, role name)
     guild_admin: bool = False  # Discord's Administrator or Manage Server permission, or the console user
+    local: bool = False  # the console's own user: no cooldowns on their own machine
 
     @property
     def mention(self) -> str:
         return f"<@{self.user_id}>" if self.guild_id else (self.name or str(self.user_id))
 
 
-CONSOLE_ACTOR = Actor(user_id=0, name="console", guild_admin=True)
+CONSOLE_ACTOR = Actor(user_id=0, name="console", guild_admin=True, local=True)
 
 
 def has_role(actor: Actor, configured: Iterable[str]) -> bool:
@@ -88,7 +89,7 @@ def require_cancel(actor: Actor, config: GuildConfig, owner_id: int | None, job_
 def check_cooldown(
     state: BotState, actor: Actor, command: str, seconds: float, now: float | None = None
 ) -> None:
-    if seconds <= 0:
+    if seconds <= 0 or actor.local:
         return
     wait = state.take_cooldown(actor.user_id, command, seconds, now=now)
     if wait > 0:

@@ -392,9 +392,3 @@ class BotState:
                 [user_id, command, now],
             )
         return 0.0
-
-    @_locked
-    def is_empty_docs(self) -> bool:
-        """True when no docs have been ingested yet (no docs tables, or they hold no rows)."""
-        names = set(self.db.table_names())
-        return "docs_chunks" not in names or not self.db["docs_chunks"].count
