@@ -105,9 +105,7 @@ def _flag(*names: str, help: str) -> click.Option:
     help="Compile the result with hipcc -fsyntax-only for ARCH (e.g. gfx90a).",
 )
 @click.option("--check-timeout", default=60.0, show_default=True, help="Seconds allowed for one hipcc check.")
-@click.pass_context
 def hipify(
-    ctx: click.Context,
     inputs: tuple[str, ...],
     output: Path | None,
     out_dir: Path | None,
@@ -170,7 +168,8 @@ def hipify(
         failed = _emit_single(
             result, output, as_json, examine, print_stats, print_stats_csv, check_arch, check_timeout, None
         )
-        ctx.exit(1 if failed else 0)
+        _finish(failed)
+        return
 
     sources = hipify_lib.collect_sources([Path(p) for p in paths])
     if not sources:
@@ -187,11 +186,12 @@ def hipify(
         failed = _emit_single(
             result, output, as_json, examine, print_stats, print_stats_csv, check_arch, check_timeout, path
         )
-        ctx.exit(1 if failed else 0)
+        _finish(failed)
+        return
     if output:
         raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")
 
-    failed = False
+    failed = 0
     records = []
     for source, root in sources:
         outcome = hipify_lib.translate_path(
@@ -199,7 +199,7 @@ def hipify(
         )
         record: dict = {"file": str(source), "output": str(outcome.output) if outcome.output else None}
         if outcome.error:
-            failed = True
+            failed += 1
             record["error"] = outcome.error
             click.echo(f"error: {outcome.error}" + (" (file left unchanged)" if inplace else ""), err=True)
         if outcome.result is not None:
@@ -213,13 +213,20 @@ def hipify(
             if check_arch and outcome.result.ok:
                 check = _run_check(outcome.result.text, check_arch, check_timeout, as_json)
                 record["check"] = check.to_dict()
-                failed |= not check.ok
+                failed += not check.ok
         if outcome.output and not as_json and not examine:
             click.echo(f"{source} -> {outcome.output}", err=True)
         records.append(record)
     if as_json:
         click.echo(json.dumps({"files": records}, indent=2))
-    ctx.exit(1 if failed else 0)
+    if failed:
+        raise HipbotError(f"{failed} of {len(sources)} file(s) failed (see the messages above)")
+
+
+def _finish(failed: bool) -> None:
+    """Exit status 1 (through the CLI's error path) when a check or translation failed."""
+    if failed:
+        raise HipbotError("hipify finished with errors (see the messages above)")
 
 
 def _emit_single(

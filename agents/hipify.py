@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -316,9 +316,7 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
     if use_hip_data_types:
         for name in DATA_TYPE_NAMES:
             if name in out:
-                out[name] = Rename(
-                    name, "hipDataType", None, out[name].library, out[name].section, out[name].table
-                )
+                out[name] = replace(out[name], target="hipDataType", reason=None)
     return out
 
 
@@ -545,7 +543,7 @@ class _Translator:
         to_roc = (self.opt.roc and api in _HEADER_API_ROC) or (self.opt.miopen and api == "dnn")
         new = (roc or hip) if to_roc else hip
         self._count(name, _HEADER_API_NAMES[api], "include")
-        if self._exclude(hip, kind, api):
+        if self._exclude(new if to_roc else hip, kind, api):
             hash_at = tok.start + tok.text.index("#")
             self.edit(hash_at, tok.end, "")
             return
@@ -556,9 +554,7 @@ class _Translator:
         """hipify-clang's de-duplication: each main header once, a v2 header after its v1 dropped."""
         seen = self.inserted
         if kind == "main":
-            key = api
-            if api == "rand":
-                key = hip
+            key = hip if api == "rand" else api
             if key in seen:
                 return True
             seen.add(key)
@@ -573,7 +569,7 @@ class _Translator:
             return False
         if not hip:
             return True
-        if hip == "hiprand/hiprand_kernel.h":
+        if hip == "hiprand/hiprand_kernel.h" or (api == "rand" and hip.startswith("rocrand/")):
             if hip in seen:
                 return True
             seen.add(hip)

@@ -1,0 +1,191 @@
+"""The translator library: expected HIP text for each rule (tokens, includes, launches, options)."""
+
+from __future__ import annotations
+
+import pytest
+from hipbot.agents.cpp_tokens import COMMENT, INCLUDE, NUMBER, PUNCT, STRING, tokenize
+from hipbot.agents.hipify import HipifyOptions, translate
+
+
+def hip(src: str, **opts) -> str:
+    return translate(src, HipifyOptions(lint=False, **opts)).text
+
+
+def test_tokens_keep_offsets_and_know_literals() -> None:
+    src = '#include <cuda.h>\nauto s = R"x(a "b" )x" "c\\"d" /* cudaMalloc */ 1.5e+3f x<<<1, 2>>>();\n'
+    toks = list(tokenize(src))
+    assert [t.text for t in toks if t.kind == STRING] == ['R"x(a "b" )x"', '"c\\"d"']
+    assert [t.kind for t in toks[:1]] == [INCLUDE]
+    assert any(t.kind == COMMENT and "cudaMalloc" in t.text for t in toks)
+    assert [t.text for t in toks if t.kind == NUMBER] == ["1.5e+3f", "1", "2"]
+    assert "<<<" in [t.text for t in toks if t.kind == PUNCT] and ">>>" in [t.text for t in toks]
+    assert all(src[t.start : t.end] == t.text for t in toks)
+
+
+def test_identifiers_are_whole_tokens_comments_untouched() -> None:
+    src = (
+        "#include <cuda_runtime.h>\n"
+        "// cudaMalloc stays in comments\n"
+        "int cudaMallocX = 0; /* cudaFree */\n"
+        "cudaError_t e = cudaMalloc(&p, n); cudaFree(p);\n"
+    )
+    out = hip(src)
+    assert out == (
+        "#include <hip/hip_runtime.h>\n"
+        "// cudaMalloc stays in comments\n"
+        "int cudaMallocX = 0; /* cudaFree */\n"
+        "hipError_t e = hipMalloc(&p, n); hipFree(p);\n"
+    )
+
+
+def test_strings_only_exact_api_words_and_keep_strings_option() -> None:
+    src = 'printf("cudaMalloc failed: cudaMallocX cudaFree\\n");\n'
+    assert hip(src, insert_runtime_header=False) == 'printf("hipMalloc failed: cudaMallocX cudaFree\\n");\n'
+    assert hip(src, insert_runtime_header=False, translate_strings=False) == src
+
+
+def test_macros_and_preprocessor_lines_are_translated() -> None:
+    src = (
+        "#include <cuda.h>\n"
+        "#define CHECK(x) do { cudaError_t err = (x); if (err != cudaSuccess) \\\n"
+        '  printf("%s", cudaGetErrorString(err)); } while (0)\n'
+        "#ifdef __CUDACC__\n#endif\n"
+    )
+    out = hip(src)
+    assert 'hipError_t err = (x); if (err != hipSuccess) \\\n  printf("%s", hipGetErrorString(err));' in out
+    assert "#ifdef __HIPCC__" in out
+
+
+def test_includes_rewritten_deduplicated_and_runtime_inserted() -> None:
+    src = (
+        '#include <cuda.h>\n#include <cuda_runtime.h>\n#include "cublas_v2.h"\n'
+        "#include <curand_kernel.h>\n#include <curand_normal.h>\n#include <device_launch_parameters.h>\n"
+        "#include <cuComplex.h>\n#include <cufft.h>\n#include <stdio.h>\n"
+    )
+    assert hip(src) == (
+        '#include <hip/hip_runtime.h>\n\n#include "hipblas.h"\n'
+        "#include <hiprand/hiprand_kernel.h>\n\n\n"
+        "#include <hip/hip_complex.h>\n#include <hipfft/hipfft.h>\n#include <stdio.h>\n"
+    )
+    assert (
+        hip('#include "cublas_v2.h"\n', roc=True) == '\n#include <hip/hip_runtime.h>\n#include "rocblas.h"\n'
+    )
+    assert hip("#include <cudnn.h>\n", miopen=True).endswith("#include <miopen/miopen.h>\n")
+    # no CUDA main header: hip_runtime.h goes before the first include, or on top
+    assert hip("#include <stdio.h>\n__global__ void k() {}\n").startswith(
+        "\n#include <hip/hip_runtime.h>\n#include <stdio.h>"
+    )
+    assert hip("__global__ void k() {}\n") == "\n#include <hip/hip_runtime.h>\n__global__ void k() {}\n"
+    # include guards and pragma once keep the header inside
+    guarded = "#ifndef K_H\n#define K_H\n__global__ void k();\n#endif\n"
+    assert (
+        hip(guarded)
+        == "#ifndef K_H\n#include <hip/hip_runtime.h>\n\n#define K_H\n__global__ void k();\n#endif\n"
+    )
+    assert hip("#pragma once\nint x;\n") == "#pragma once\n#include <hip/hip_runtime.h>\n\nint x;\n"
+
+
+def test_library_names_hip_roc_and_miopen() -> None:
+    src = "cublasHandle_t h; cublasCreate(&h); cublasSgemm(h, a, b); curand_init(1, 2, 3, &s);\n"
+    assert hip(src, insert_runtime_header=False) == (
+        "hipblasHandle_t h; hipblasCreate(&h); hipblasSgemm(h, a, b); hiprand_init(1, 2, 3, &s);\n"
+    )
+    assert hip(src, insert_runtime_header=False, roc=True) == (
+        "rocblas_handle h; rocblas_create_handle(&h); rocblas_sgemm(h, a, b); rocrand_init(1, 2, 3, &s);\n"
+    )
+    assert hip("cudnnHandle_t h; cudnnCreate(&h);\n", insert_runtime_header=False, miopen=True) == (
+        "miopenHandle_t h; miopenCreate(&h);\n"
+    )
+
+
+def test_unsupported_and_experimental_left_and_reported() -> None:
+    src = "cudaStream_t s;\ncudaLaunchAttributeValue v;\nint n = cublasCgemm_64(h);\n"
+    result = translate(src, HipifyOptions(lint=False, insert_runtime_header=False))
+    assert result.text.startswith("hipStream_t s;\n")
+    reasons = {u.name: (u.reason, u.line, u.col) for u in result.report.unconverted}
+    assert reasons["cublasCgemm_64"] == ("experimental", 3, 9)
+    assert "cublasCgemm_64" in result.text
+    assert "hipblasCgemm_v2_64" in hip(src, insert_runtime_header=False, experimental=True)
+    report = result.report.to_dict()
+    assert report["converted_by_name"]["cudaStream_t"] == 1
+    assert report["converted_by_api"]["CUDA RT API"] >= 1
+    assert {u["name"] for u in report["unconverted"]} >= {"cublasCgemm_64"}
+
+
+def test_call_argument_rewrites_like_hipify_clang() -> None:
+    src = (
+        "cudaMemcpyToSymbol(coef, h, 20);\ncudaMemcpyFromSymbol(h, coef, 20);\n"
+        "cudaEventCreate(&e);\ncudaEventCreate(&e, cudaEventBlockingSync);\n"
+        "cudaMallocHost(&p, n);\n"
+        "cuOccupancyMaxPotentialBlockSizeWithFlags(v, v2, f, b2d, bytes, lim, flags);\n"
+    )
+    assert hip(src, insert_runtime_header=False) == (
+        "hipMemcpyToSymbol(HIP_SYMBOL(coef), h, 20);\nhipMemcpyFromSymbol(h, HIP_SYMBOL(coef), 20);\n"
+        "hipEventCreate(&e);\nhipEventCreateWithFlags(&e, hipEventBlockingSync);\n"
+        "hipHostMalloc(&p, n, hipHostMallocDefault);\n"
+        "hipModuleOccupancyMaxPotentialBlockSizeWithFlags(v, v2, f, bytes, lim, flags);\n"
+    )
+
+
+def test_kernel_launch_kept_by_default_and_rewritten_on_request() -> None:
+    src = (
+        "template <typename T> __global__ void axpy(T a, T *x) {}\n"
+        "__global__ void k(int n) {}\n"
+        "void f(cudaStream_t s) {\n"
+        "  k<<<g, b>>>(n);\n"
+        "  axpy<float><<<dim3(1), 4, N*N, s>>>(a, cudaFoo(x));\n"
+        "  axpy<<<1, std::min(a, b)>>>(a, x);\n"
+        "  k<<<1, 2, 0>>> ( );\n"
+        "}\n"
+    )
+    assert "k<<<g, b>>>(n);" in hip(src)
+    out = hip(src, hip_kernel_execution_syntax=True)
+    assert "  hipLaunchKernelGGL(k, dim3(g), dim3(b), 0, 0, n);\n" in out
+    assert "hipLaunchKernelGGL(HIP_KERNEL_NAME(axpy<float>), dim3(1), dim3(4), N*N, s, a, cudaFoo(x));" in out
+    assert "hipLaunchKernelGGL(HIP_KERNEL_NAME(axpy), dim3(1), dim3(std::min(a, b)), 0, 0, a, x);" in out
+    assert "hipLaunchKernelGGL(k, dim3(1), dim3(2), 0, 0);" in out
+    assert "void f(hipStream_t s)" in out
+
+
+def test_kernel_launch_inside_macro_and_translated_arguments() -> None:
+    src = "#define LAUNCH(n) kern<<<n, 256, 0, stream>>>(cudaMemcpyHostToDevice)\n"
+    out = hip(src, hip_kernel_execution_syntax=True, insert_runtime_header=False)
+    assert (
+        out
+        == "#define LAUNCH(n) hipLaunchKernelGGL(kern, dim3(n), dim3(256), 0, stream, hipMemcpyHostToDevice)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["k<<<1, 2(x);\n", "k<<<1, 2>>>;\n", "k<<<1>>>(x);\n"],
+)
+def test_unbalanced_launch_is_a_reported_error_and_text_kept(bad: str) -> None:
+    result = translate(
+        bad, HipifyOptions(lint=False, insert_runtime_header=False, hip_kernel_execution_syntax=True)
+    )
+    assert not result.ok
+    assert result.report.errors and ":1:" in result.report.errors[0]
+    assert result.text == bad
+
+
+def test_use_hip_data_types_with_roc() -> None:
+    src = "cudaDataType_t t = CUDA_R_32F;\n"
+    assert (
+        hip(src, insert_runtime_header=False, roc=True) == "rocblas_datatype_ t = rocblas_datatype_f32_r;\n"
+    )
+    assert hip(src, insert_runtime_header=False, roc=True, use_hip_data_types=True).startswith(
+        "hipDataType t"
+    )
+
+
+def test_empty_input_is_an_error_not_an_exception() -> None:
+    result = translate("   \n")
+    assert not result.ok and "empty" in result.report.errors[0]
+
+
+def test_lints_attached_to_result() -> None:
+    src = "__global__ void k(int *x) { int lane = threadIdx.x % 32; x[lane] = __shfl_down_sync(0xffffffff, 1, 1); }\n"
+    result = translate(src)
+    assert {lint.id for lint in result.lints} >= {"AMD001", "AMD004"}
+    assert result.to_dict()["lints"][0]["doc"].startswith("HIP/docs/")
