@@ -448,13 +448,548 @@ def help_reply() -> Reply:
     return Reply(embeds=[Embed(title="hipbot commands", description="\n".join(lines), color=COLOR_INFO)])
 
 
-def attachment_reply(name: str, data: bytes, text: str = "") -> Reply:
-    return Reply(text=text, attachments=[Attachment(name, data)])
+# -- fine-tune jobs ---------------------------------------------------------------------------------
+
+STATE_ICONS = {
+    "queued": "⏳",
+    "assigned": "📦",
+    "running": "🏃",
+    "succeeded": "✅",
+    "failed": "❌",
+    "cancelled": "🚫",
+}
+STATE_COLORS = {"succeeded": COLOR_OK, "failed": COLOR_FAIL, "cancelled": 0x95A5A6}
+FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
-def stream_text(chunks: Iterator[str]) -> Iterator[str]:
-    """Accumulated text after each streamed piece: what a message editor shows."""
-    text = ""
-    for piece in chunks:
-        text += piece
-        yield text
+def owner_tag(actor: Actor) -> str:
+    """How the bot names a job's owner in the queue: the console is the local login."""
+    if actor.local:
+        import getpass
+
+        return getpass.getuser()
+    return f"discord:{actor.user_id}"
+
+
+def _owner_user_id(owner: str | None) -> int | None:
+    if owner and owner.startswith("discord:") and owner[8:].isdigit():
+        return int(owner[8:])
+    return None
+
+
+def _is_owner(actor: Actor, owner: str | None) -> bool:
+    return owner is not None and owner == owner_tag(actor)
+
+
+def parse_job_id(value: str | int) -> int:
+    text = str(value).strip().lstrip("#")
+    if not text.isdigit():
+        raise HipbotError(f"{value!r} is not a job id", hint="job ids are numbers, e.g. /job 12 (see /jobs)")
+    return int(text)
+
+
+def progress_bar(done: int | None, total: int | None, width: int = 20) -> str:
+    if not total or done is None:
+        return "░" * width
+    filled = max(0, min(width, round(width * done / total)))
+    return "█" * filled + "░" * (width - filled)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def job_embed(job: dict[str, Any]) -> Embed:
+    """One job as the status message shows it: state, progress bar, step, loss, ETA, worker, error."""
+    state = job.get("state", "?")
+    step, total = job.get("progress_step"), job.get("progress_total")
+    progress = job.get("progress") or {}
+    lines = [f"{STATE_ICONS.get(state, '•')} **{state}**"]
+    if job.get("cancel_requested") and state not in FINAL_STATES:
+        lines[0] += " (cancel requested)"
+    if step is not None and total:
+        lines.append(f"`{progress_bar(step, total)}` {100 * step // max(total, 1)} % · step {step}/{total}")
+    fields = [Field("Base model", f"`{job.get('base_model', '?')}`", inline=True)]
+    spec = job.get("spec") or {}
+    if spec.get("lora_rank"):
+        targets = ",".join(spec.get("lora_target") or []) or "all"
+        fields.append(Field("LoRA", f"rank {spec['lora_rank']}, {targets}", inline=True))
+    if job.get("progress_loss") is not None:
+        fields.append(Field("Loss", f"{job['progress_loss']:.4f}", inline=True))
+    if state in ("assigned", "running") and progress.get("eta_seconds") is not None:
+        fields.append(Field("ETA", _duration(progress["eta_seconds"]), inline=True))
+    if progress.get("tokens_per_second"):
+        fields.append(Field("Speed", f"{progress['tokens_per_second']:.0f} tokens/s", inline=True))
+    if job.get("worker_id"):
+        fields.append(Field("Worker", f"`{job['worker_id']}`", inline=True))
+    if job.get("memory_gib"):
+        fields.append(Field("Memory estimate", f"~{job['memory_gib']:.1f} GiB per GPU", inline=True))
+    if (job.get("attempts") or 0) > 1:
+        fields.append(Field("Attempts", f"{job['attempts']}/{job.get('max_attempts', '?')}", inline=True))
+    metrics = job.get("metrics") or {}
+    if state == "succeeded" and metrics:
+        summary = []
+        if metrics.get("first_loss") is not None and metrics.get("final_loss") is not None:
+            summary.append(f"loss {metrics['first_loss']:.4f} → {metrics['final_loss']:.4f}")
+        if metrics.get("global_step"):
+            summary.append(f"{metrics['global_step']} steps")
+        if metrics.get("train_runtime"):
+            summary.append(f"in {_duration(metrics['train_runtime'])}")
+        if summary:
+            fields.append(Field("Result", ", ".join(summary)))
+    if state == "failed" and job.get("error"):
+        fields.append(Field("Error", f"```\n{truncate(job['error'], 990)}\n```"))
+    owner_id = _owner_user_id(job.get("owner"))
+    footer = f"owner {f'<@{owner_id}>' if owner_id else job.get('owner') or '-'} · created {job.get('created_at', '')}"
+    return Embed(
+        title=truncate(f"Fine-tune #{job['id']} {job.get('name', '')}", 256),
+        description="\n".join(lines),
+        fields=fields,
+        footer=footer if owner_id is None else f"created {job.get('created_at', '')}",
+        color=STATE_COLORS.get(state, COLOR_INFO),
+    )
+
+
+def _loss_curve(job: dict[str, Any]) -> Attachment | None:
+    """The trainer's loss.png beside the adapter, when this host can read it."""
+    from pathlib import Path
+
+    for candidate in (job.get("artifacts") or {}).get("loss_png"), job.get("adapter_dir"):
+        if not candidate:
+            continue
+        path = Path(candidate)
+        path = path / "loss.png" if path.is_dir() else path
+        if path.is_file() and path.suffix == ".png":
+            return Attachment(f"loss-job{job['id']}.png", path.read_bytes(), "loss curve")
+    return None
+
+
+def job_reply(job: dict[str, Any], *, with_files: bool = True) -> Reply:
+    embed = job_embed(job)
+    reply = Reply(embeds=[embed], meta={"job_id": str(job["id"]), "state": job.get("state")})
+    if job.get("state") == "succeeded":
+        curve = _loss_curve(job) if with_files else None
+        if curve is not None:
+            reply.attachments.append(curve)
+            embed.image = curve.name
+        reply.buttons.append(Button(f"hipbot:publish:{job['id']}", "Publish", style="success", emoji="🚀"))
+    return reply
+
+
+@dataclass
+class JobUpdate:
+    state: str
+    final: bool
+    reply: Reply
+
+
+def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
+    """What a job's status message should show now; None when the job no longer exists."""
+    try:
+        job = _jobs(settings).get(parse_job_id(job_id))
+    except HipbotError:
+        return None
+    state = job.get("state", "?")
+    return JobUpdate(state, state in FINAL_STATES, job_reply(job))
+
+
+def jobs(ctx: Context, scope: str = "mine") -> Reply:
+    scope = (scope or "mine").strip().lower()
+    if scope not in ("mine", "all"):
+        raise HipbotError(f"unknown scope {scope!r}", hint="use mine or all")
+    owner = owner_tag(ctx.actor) if scope == "mine" else None
+    rows = _jobs(ctx.settings).list(owner=owner, limit=25)
+    if ctx.actor.guild_id and scope == "all":
+        rows = [j for j in rows if j.get("guild") in (None, str(ctx.actor.guild_id))]
+    if not rows:
+        hint = "start one with /finetune" if scope == "mine" else ""
+        return Reply(
+            text=f"No fine-tune jobs{' of yours' if scope == 'mine' else ''} yet. {hint}".strip(),
+            ephemeral=True,
+        )
+    lines = []
+    for j in rows:
+        step = f" · step {j['progress_step']}/{j['progress_total']}" if j.get("progress_total") else ""
+        loss = f" · loss {j['progress_loss']:.3f}" if j.get("progress_loss") is not None else ""
+        owner_id = _owner_user_id(j.get("owner"))
+        who = f" · <@{owner_id}>" if owner_id and scope == "all" else ""
+        lines.append(
+            f"{STATE_ICONS.get(j['state'], '•')} `#{j['id']}` {j['name']} **{j['state']}**{step}{loss}{who}"
+        )
+    title = "Your fine-tune jobs" if scope == "mine" else "Fine-tune jobs"
+    return Reply(embeds=[Embed(title=title, description="\n".join(lines), color=COLOR_INFO)], ephemeral=True)
+
+
+def job(ctx: Context, job_id: str | int) -> Reply:
+    return job_reply(_jobs(ctx.settings).get(parse_job_id(job_id)))
+
+
+def cancel(ctx: Context, job_id: str | int) -> Reply:
+    number = parse_job_id(job_id)
+    backend = _jobs(ctx.settings)
+    current = backend.get(number)
+    if current["state"] in FINAL_STATES:
+        raise HipbotError(f"job #{number} is already {current['state']}")
+    mine = _is_owner(ctx.actor, current.get("owner"))
+    owner_id = _owner_user_id(current.get("owner"))
+    permissions.require_cancel(
+        ctx.actor, ctx.config, ctx.actor.user_id if mine else owner_id or -1, f"#{number}"
+    )
+    updated = backend.cancel(number)
+    ctx.audit("finetune.cancel", target=str(number), owner=current.get("owner"), state=updated["state"])
+    note = (
+        "cancelled"
+        if updated["state"] == "cancelled"
+        else "cancel requested: the worker stops within one heartbeat"
+    )
+    reply = job_reply(updated)
+    reply.text = f"Job #{number}: {note}."
+    return reply
+
+
+def workers(ctx: Context) -> Reply:
+    permissions.require_admin(ctx.actor, ctx.config, "/workers")
+    rows = _jobs(ctx.settings).workers()
+    if not rows:
+        return Reply(
+            text="No GPU workers are registered.",
+            embeds=[
+                Embed(
+                    title="Lend a GPU",
+                    description="`hipbot finetune token` makes a registration token; the volunteer runs "
+                    "`hipbot worker --coordinator URL --token TOKEN`.",
+                )
+            ],
+            ephemeral=True,
+        )
+    fields = []
+    for w in rows[:25]:
+        gpus = (w.get("gpus") or {}).get("gpus") or []
+        names = ", ".join(
+            sorted(
+                {
+                    f"{g.get('name', '?')} ({g.get('arch', '?')}, {g.get('memory_gib', 0):.0f} GiB)"
+                    for g in gpus
+                }
+            )
+        )
+        fields.append(
+            Field(
+                f"{w['name']} · {w['id']}",
+                f"{w.get('gpu_count', 0)}× {w.get('backend', '?')}: {names or '-'}\nlast heartbeat {w.get('last_seen') or 'never'}",
+            )
+        )
+    return Reply(
+        embeds=[Embed(title=f"GPU workers ({len(rows)})", fields=fields, color=COLOR_INFO)], ephemeral=True
+    )
+
+
+# -- serving: /models, /chat, /publish ------------------------------------------------------------
+
+
+def _registry(settings: Settings) -> Any:
+    from hipbot.jobs.registry import Registry
+
+    return Registry.open(settings)
+
+
+def model_names(settings: Settings) -> list[str]:
+    """Adapters and base models one can chat with (for autocomplete)."""
+    registry = _registry(settings)
+    names = [a.name for a in registry.list() if a.servers]
+    names += sorted({s.served_model for s in registry.servers()})
+    return names
+
+
+def models(ctx: Context) -> Reply:
+    registry = _registry(ctx.settings)
+    adapters = registry.list()
+    servers = registry.servers()
+    fields = []
+    for a in adapters[:20]:
+        where = ", ".join(a.servers) if a.servers else "not published"
+        fields.append(
+            Field(
+                a.name,
+                f"base `{a.base_model}` · rank {a.rank} · {', '.join(a.target_modules)}\n"
+                f"{where}" + (f" · job #{a.job_id}" if a.job_id else ""),
+            )
+        )
+    for s in servers:
+        fields.append(
+            Field(
+                f"base: {s.served_model}", f"server `{s.name}` (max LoRA rank {s.max_lora_rank})", inline=True
+            )
+        )
+    if not fields:
+        return Reply(
+            text="No adapters or vLLM servers are registered yet.",
+            embeds=[
+                Embed(
+                    title="Serving",
+                    description="An admin adds a server with `hipbot serve servers add NAME URL`.",
+                )
+            ],
+        )
+    return Reply(embeds=[Embed(title="Models", fields=fields, color=COLOR_INFO)])
+
+
+def chat(ctx: Context, adapter: str, prompt: str) -> Iterator[str]:
+    """The streamed answer of an adapter (or of a server's base model), checked before it starts."""
+    from hipbot.jobs import chat as chat_lib
+
+    if not prompt or not prompt.strip():
+        raise HipbotError("the prompt is empty")
+    registry = _registry(ctx.settings)
+    name = adapter.strip()
+    if registry.find(name) is None:
+        bases = {s.served_model for s in registry.servers()}
+        if name not in bases and name not in ("base", ""):
+            raise HipbotError(
+                f"no adapter or base model named {name!r}", hint="/models lists what you can chat with"
+            )
+        target = None
+    else:
+        target = name
+    chat_lib.resolve_target(ctx.settings, target, registry)  # unknown, unpublished or no server: say so now
+    return chat_lib.stream_chat(ctx.settings, prompt, adapter=target, registry=registry)
+
+
+def _adapter_name_for_job(job: dict[str, Any]) -> str:
+    slug = re.sub(r"[^a-z0-9.-]+", "-", str(job.get("name") or "adapter").lower()).strip("-.") or "adapter"
+    return f"{slug[:50]}-job{job['id']}"
+
+
+def publish(ctx: Context, adapter: str) -> Reply:
+    """Publish a registered adapter, or a succeeded job's adapter (``#12``) after registering it."""
+    from hipbot.jobs import publish as publish_lib
+
+    registry = _registry(ctx.settings)
+    target = adapter.strip()
+    if target.lstrip("#").isdigit() and registry.find(target) is None:
+        found = registry.by_job(target.lstrip("#"))
+        if found is None:
+            job_data = _jobs(ctx.settings).get(parse_job_id(target))
+            _require_owner_or_admin(ctx, job_data.get("owner"), f"job #{job_data['id']}")
+            if job_data["state"] != "succeeded" or not job_data.get("adapter_dir"):
+                raise HipbotError(
+                    f"job #{job_data['id']} is {job_data['state']}: only a succeeded job has an adapter"
+                )
+            from pathlib import Path
+
+            found = publish_lib.register_adapter(
+                registry,
+                ctx.settings,
+                _adapter_name_for_job(job_data),
+                Path(job_data["adapter_dir"]),
+                base_model=job_data.get("base_model"),
+                job_id=str(job_data["id"]),
+                owner=job_data.get("owner"),
+            )
+        target = found.name
+    entry = registry.get(target)
+    _require_owner_or_admin(ctx, entry.owner, f"adapter {entry.name}")
+    results = publish_lib.publish(registry, entry.name)
+    ctx.audit("publish", target=entry.name, servers=[r.server for r in results])
+    lines = [f"`{r.server}`: {r.action}" for r in results]
+    return Reply(
+        text=f"🚀 `{entry.name}` is live: chat with `/chat adapter:{entry.name}`",
+        embeds=[Embed(title=f"Published {entry.name}", description="\n".join(lines), color=COLOR_OK)],
+    )
+
+
+def _require_owner_or_admin(ctx: Context, owner: str | None, what: str) -> None:
+    if _is_owner(ctx.actor, owner) or permissions.is_admin(ctx.actor, ctx.config):
+        return
+    raise HipbotError(f"{what} belongs to someone else", hint="its owner or an admin can publish it")
+
+
+# -- /finetune --------------------------------------------------------------------------------------
+
+
+def build_job_yaml(
+    yaml_text: str | None,
+    *,
+    model: str | None = None,
+    dataset: tuple[str, bytes] | None = None,
+    dataset_name: str | None = None,
+    lora_rank: int | None = None,
+    lora_target: str | None = None,
+    epochs: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """The job's LLaMA-Factory YAML: the attached config with the given options on top, or the
+    options alone. An attached dataset is named after its file, as the queue declares it."""
+    import yaml
+
+    raw: dict[str, Any] = {}
+    if yaml_text is not None:
+        try:
+            loaded = yaml.safe_load(yaml_text)
+        except yaml.YAMLError as exc:
+            raise HipbotError(f"the config is not valid YAML: {exc}".replace("\n", " ")) from exc
+        if not isinstance(loaded, dict):
+            raise HipbotError("the config must be a mapping of keys to values (a LLaMA-Factory train YAML)")
+        raw.update(loaded)
+    elif not model:
+        raise HipbotError(
+            "give a config file or at least a model and a dataset",
+            hint="/finetune model:HuggingFaceTB/SmolLM2-135M-Instruct dataset:<attach data.jsonl>",
+        )
+    overrides = {
+        "model_name_or_path": model,
+        "lora_rank": lora_rank,
+        "lora_target": lora_target,
+        "num_train_epochs": epochs,
+        "dataset": dataset_name,
+    }
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    raw.update(extra or {})
+    if dataset is not None and not raw.get("dataset"):
+        from pathlib import PurePath
+
+        raw["dataset"] = PurePath(dataset[0]).stem
+    if yaml_text is None:
+        raw.setdefault("stage", "sft")
+        raw.setdefault("finetuning_type", "lora")
+    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+
+
+def finetune(
+    ctx: Context,
+    *,
+    yaml_text: str | None = None,
+    dataset: tuple[str, bytes] | None = None,
+    model: str | None = None,
+    dataset_name: str | None = None,
+    lora_rank: int | None = None,
+    lora_target: str | None = None,
+    epochs: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Reply:
+    """Validate a fine-tune (config, options, dataset), check roles and quotas, then queue it."""
+    permissions.require_finetune(ctx.actor, ctx.config)
+    text = build_job_yaml(
+        yaml_text,
+        model=model,
+        dataset=dataset,
+        dataset_name=dataset_name,
+        lora_rank=lora_rank,
+        lora_target=lora_target,
+        epochs=epochs,
+        extra=extra,
+    )
+    from hipbot.jobs.spec import validate_job
+
+    checked = validate_job(text, dataset[1] if dataset else None, dataset[0] if dataset else None)
+    if not checked.ok:
+        raise HipbotError(str(checked.error))
+    backend = _jobs(ctx.settings)
+
+    def is_running(job_id: str) -> bool:
+        try:
+            return backend.get(int(job_id))["state"] not in FINAL_STATES
+        except HipbotError:
+            return False
+
+    permissions.check_finetune_quota(ctx.state, ctx.actor, ctx.config, is_running)
+    submitted = backend.submit(
+        text,
+        owner=owner_tag(ctx.actor),
+        guild=str(ctx.actor.guild_id) if ctx.actor.guild_id else None,
+        dataset=dataset[1] if dataset else None,
+        dataset_name=dataset[0] if dataset else None,
+    )
+    job_data = submitted["job"]
+    ctx.state.record_finetune(str(job_data["id"]), ctx.actor.user_id, ctx.actor.guild_id)
+    ctx.audit(
+        "finetune.start",
+        target=str(job_data["id"]),
+        base_model=job_data.get("base_model"),
+        dataset=dataset[0] if dataset else job_data.get("spec", {}).get("dataset"),
+    )
+    reply = job_reply(job_data)
+    reply.text = f"Queued fine-tune **#{job_data['id']}**; this message follows the job."
+    if submitted.get("warning"):
+        reply.text += f"\n⚠️ {submitted['warning']}"
+    return reply
+
+
+# -- where jobs live --------------------------------------------------------------------------------
+
+
+class LocalJobs:
+    """The app's own database as the queue (no coordinator configured: the embedded default).
+
+    Workers reach this queue through ``hipbot coordinator`` running on the same database."""
+
+    def __init__(self, settings: Settings) -> None:
+        from hipbot.jobs.queue import JobQueue
+
+        self.settings = settings
+        self.queue = JobQueue.open(settings.database)
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        return self.queue.get(job_id).as_dict()
+
+    def list(self, *, owner: str | None = None, limit: int = 25) -> list[dict[str, Any]]:
+        return [j.as_dict() for j in self.queue.list(owner=owner, limit=limit)]
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        return self.queue.cancel(job_id).as_dict()
+
+    def workers(self) -> list[dict[str, Any]]:
+        return [w.as_dict() for w in self.queue.workers()]
+
+    def submit(
+        self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
+    ) -> dict[str, Any]:
+        import hashlib
+        from pathlib import Path
+
+        from hipbot.jobs.spec import parse_spec
+
+        spec = parse_spec(text)
+        attachment_path = None
+        if dataset is not None and dataset_name:
+            folder = self.settings.home / "uploads"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{hashlib.sha256(dataset).hexdigest()[:16]}-{Path(dataset_name).name}"
+            path.write_bytes(dataset)
+            attachment_path = str(path)
+        warning = None
+        memory = model_config = None
+        try:
+            from hipbot.jobs.memory import estimate, load_model_config
+
+            model_config = load_model_config(spec.model_name_or_path)
+            memory = estimate(spec, model_config, precision=spec.precision(True)).as_dict()
+        except Exception as exc:  # noqa: BLE001 - a Hub name offline: the job runs, unestimated
+            warning = f"no memory estimate for {spec.model_name_or_path} ({type(exc).__name__}); any worker may take it"
+        job_row = self.queue.submit(
+            spec,
+            text,
+            owner=owner,
+            guild=guild,
+            model_config=model_config,
+            memory=memory,
+            attachment_name=Path(dataset_name).name if attachment_path and dataset_name else None,
+            attachment_path=attachment_path,
+        )
+        return {"job": job_row.as_dict(), "warning": warning}
+
+
+def _jobs(settings: Settings) -> Any:
+    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes."""
+    if settings.coordinator_url:
+        from hipbot.jobs.coordinator_client import CoordinatorClient
+
+        return CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
+    return LocalJobs(settings)

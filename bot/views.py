@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 from hipbot.bot import handlers
-from hipbot.bot.replies import Button, Embed, Reply, error_reply, fit
+from hipbot.bot.replies import Button, Embed, Reply, fit
 
 if TYPE_CHECKING:
     from hipbot.bot.discord_app import HipBot
@@ -142,7 +142,3 @@ async def defer(interaction: discord.Interaction, *, ephemeral: bool = False) ->
     """Acknowledge at once (Discord allows 3 s), remembering whether the thinking message is private."""
     interaction.extras["deferred_ephemeral"] = ephemeral
     await interaction.response.defer(ephemeral=ephemeral, thinking=True)
-
-
-def safe_error(message: str, hint: str | None = None) -> Reply:
-    return error_reply(message, hint)
