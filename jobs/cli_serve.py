@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -136,7 +135,7 @@ def servers_check(name: str | None, as_json: bool) -> None:
     targets = [registry.server(name)] if name else registry.servers()
     if not targets:
         raise HipbotError("no servers yet", hint="hipbot serve servers add NAME URL")
-    reports, failed = [], False
+    reports = []
     for server in targets:
         wanted = sorted(d.adapter for d in registry.deployments(server=server.name))
         report: dict[str, Any] = {"server": server.name, "url": server.url, "wanted": wanted}
@@ -148,7 +147,6 @@ def servers_check(name: str | None, as_json: bool) -> None:
                 report["models"] = [m.id for m in models if not m.is_adapter]
                 report["adapters"] = sorted(m.id for m in models if m.is_adapter)
                 report["missing"] = sorted(set(wanted) - set(report["adapters"]))
-        failed |= not health.ok or bool(report.get("missing"))
         reports.append(report)
     if as_json:
         click.echo(json.dumps(reports, indent=2))
@@ -160,8 +158,9 @@ def servers_check(name: str | None, as_json: bool) -> None:
             click.echo(f"  adapters: {', '.join(r['adapters']) or '-'}")
             if r["missing"]:
                 click.echo(f"  missing:  {', '.join(r['missing'])} (run: hipbot serve sync)")
-    if failed:
-        sys.exit(1)
+    bad = [r["server"] for r in reports if not r["healthy"] or r.get("missing")]
+    if bad:
+        raise HipbotError(f"not every server is ready: {', '.join(bad)}")
 
 
 # -- adapters -----------------------------------------------------------------------------------
@@ -274,17 +273,17 @@ def sync_cmd(server: str | None, every: float | None) -> None:
 
     registry = _registry()
     while True:
-        failed = False
+        failed = []
         for report in sync(registry, server):
             if not report.healthy:
-                failed = True
+                failed.append(report.server)
                 click.echo(f"{report.server}: DOWN ({report.error})")
                 continue
             counts: dict[str, int] = {}
             for result in report.results:
                 counts[result.action] = counts.get(result.action, 0) + 1
                 if result.action == "error":
-                    failed = True
+                    failed.append(f"{report.server}/{result.adapter}")
                     click.echo(f"{report.server}: {result.adapter}: {result.detail}")
             summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "nothing to load"
             click.echo(f"{report.server}: {summary}")
@@ -292,7 +291,7 @@ def sync_cmd(server: str | None, every: float | None) -> None:
                 click.echo(f"{report.server}: also loaded, not in the registry: {', '.join(report.unknown)}")
         if every is None:
             if failed:
-                sys.exit(1)
+                raise HipbotError(f"sync incomplete: {', '.join(failed)}")
             return
         time.sleep(every)
 

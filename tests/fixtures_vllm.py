@@ -35,3 +35,41 @@ def vllm_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
     server = LocalVllm(model=smollm2_path, served_model_name=SERVED_NAME, log_path=log)
     with server:
         yield server
+
+
+def build_lora(
+    base: Path,
+    dest: Path,
+    *,
+    rank: int = 8,
+    targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    modules_to_save: list[str] | None = None,
+    safe: bool = True,
+) -> Path:
+    """A real (untrained) PEFT LoRA adapter on ``base``, the way a worker saves one."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        target_modules=list(targets),
+        modules_to_save=modules_to_save,
+        task_type="CAUSAL_LM",
+    )
+    get_peft_model(model, config).save_pretrained(dest, safe_serialization=safe)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def lora_rank8(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rank-8 q_proj/v_proj adapter on SmolLM2, built once per run."""
+    return build_lora(smollm2_path, tmp_path_factory.mktemp("lora") / "r8")
+
+
+@pytest.fixture(scope="session")
+def lora_rank32(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rank-32 adapter: above vLLM's default --max-lora-rank 16."""
+    return build_lora(smollm2_path, tmp_path_factory.mktemp("lora") / "r32", rank=32)
