@@ -26,6 +26,7 @@ from hipbot.errors import HipbotError
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 MAX_APIS = 8
+EXTRACT_LIMITS = (1100, 700, 500, 400, 300)  # characters quoted from the 1st..5th passage
 
 _API_PREFIX = re.compile(
     r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC|hip|HIP|roc|miopen)"
@@ -34,6 +35,13 @@ _CONCEPTUAL = re.compile(
     r"\b(why|how (?:do|does|did|can|could|should|to|is|are)|explain|differen\w*|compare|wrong|incorrect|"
     r"slow\w*|faster|performance|crash\w*|hang\w*|fail\w*|bug|problem|debug\w*|what happens|"
     r"best way|when should|behav\w*|result\w*)\b|为什么|如何|怎么|怎样|区别|性能|原因|结果",
+    re.IGNORECASE,
+)
+# Words of a question that asks for the mapping itself, even when phrased "how do I replace X".
+_LOOKUP = re.compile(
+    r"\b(equivalent|replace\w*|replacement|map\w*|counterpart|instead|analog\w*|version|supported|"
+    r"support|deprecated|removed|experimental|available|hipify\w*|convert\w*|translat\w*)\b|"
+    r"对应|替换|替代|等价|支持|弃用|版本",
     re.IGNORECASE,
 )
 _ROC_WORDS = re.compile(r"\b(roc\w*|miopen|ROC)\b", re.IGNORECASE)
@@ -352,7 +360,7 @@ class Answerer:
         with self._lock:
             self.refresh()
             found, unknown = self.index.find(question)
-            conceptual = bool(_CONCEPTUAL.search(question))
+            conceptual = bool(_CONCEPTUAL.search(question)) and not _LOOKUP.search(question)
             if (found or unknown) and not conceptual:
                 return self._lookup(question, found, unknown, k)
             return self._retrieve_and_answer(question, found, unknown, k)
@@ -446,8 +454,8 @@ class Answerer:
         prose = [p for p in passages if p.kind == "prose"] or passages
         if prose:
             parts.append("From the HIP docs:" if not fact_lines else "\nFrom the HIP docs:")
-        for n, p in enumerate(prose[:3], 1):
-            limit = 700 if n == 1 else 450
+        for n, p in enumerate(prose[:5], 1):
+            limit = EXTRACT_LIMITS[n - 1]
             parts.append(f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{trim(p.text, terms, limit)}\n")
         return "\n".join(parts).strip()
 

@@ -83,7 +83,16 @@ class Embedder:
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
+        """One short text on one thread: as fast as two when idle, several times faster when the
+        cores are busy (intra-op threads of a tiny matmul mostly wait for each other)."""
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self.encode([text])[0]
+        finally:
+            torch.set_num_threads(threads)
 
 
 def get_embedder(name: str = DEFAULT_MODEL) -> Embedder:
