@@ -1,0 +1,34 @@
+"""A database with the real HIP docs corpus ingested, shared by the docs/ask test modules.
+
+Imported by each module that needs it; the database lives in the session's base temp folder,
+so the first module pays for the ingest (about a minute on 2 cores) and later ones find it
+ingested (an incremental re-ingest that embeds nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hipbot.agents.ingest import IngestSummary, ingest
+
+from hipbot.config import Settings, load_settings
+
+
+@dataclass
+class IngestedDocs:
+    settings: Settings
+    first: IngestSummary  # the summary of the ingest that built the database (this module's view)
+
+
+def docs_settings_for(home: Path, docs_root: Path, **overrides: object) -> Settings:
+    """Settings that ignore the per-test HIPBOT_HOME and any config file."""
+    return load_settings(env={"HIPBOT_HOME": str(home)}, home=home, docs_path=docs_root, **overrides)
+
+
+@pytest.fixture(scope="session")
+def ingested_docs(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> IngestedDocs:
+    home = tmp_path_factory.getbasetemp() / "docs-home"
+    settings = docs_settings_for(home, docs_root)
+    return IngestedDocs(settings, ingest(settings, progress=False))
