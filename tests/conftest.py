@@ -8,7 +8,7 @@ import pytest
 
 from hipbot.config import find_docs_corpus
 
-pytest_plugins = ["fixtures_vllm"]
+pytest_plugins = ["fixtures_vllm", "fixtures_docs"]
 
 
 @pytest.fixture(autouse=True)

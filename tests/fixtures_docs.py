@@ -1,8 +1,7 @@
 """A database with the real HIP docs corpus ingested, shared by the docs/ask test modules.
 
-Imported by each module that needs it; the database lives in the session's base temp folder,
-so the first module pays for the ingest (about a minute on 2 cores) and later ones find it
-ingested (an incremental re-ingest that embeds nothing).
+Registered in conftest.py (pytest_plugins): one session fixture, so the corpus is ingested
+(about a minute on 2 cores) once per test run into the session's temp folder.
 """
 
 from __future__ import annotations

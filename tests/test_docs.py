@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_docs import IngestedDocs, docs_settings_for, ingested_docs  # noqa: F401
+from fixtures_docs import IngestedDocs, docs_settings_for
 from hipbot.agents import docs_source
 from hipbot.agents.docs_parse import parse_text
 from hipbot.agents.docs_store import open_docs_db
