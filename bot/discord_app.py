@@ -363,19 +363,19 @@ def register_commands(bot: HipBot) -> None:
         answer_id = reply.meta.get("answer_id")
         if answer_id is None or not sent or sent[0] is None:
             return
-        thread_id = None
+        await asyncio.to_thread(bot.state.set_answer_location, answer_id, message_id=sent[0].id)
         channel = interaction.channel
         if thread and isinstance(channel, discord.TextChannel):
             try:
                 started = await channel.create_thread(
                     name=truncate(question, 90), message=sent[0], auto_archive_duration=1440
                 )
-                thread_id = started.id
             except discord.HTTPException as exc:
                 log.warning("cannot open a thread for answer %s: %s", answer_id, exc)
-        await asyncio.to_thread(
-            bot.state.set_answer_location, answer_id, message_id=sent[0].id, thread_id=thread_id
-        )
+                return
+            await asyncio.to_thread(
+                bot.state.set_answer_location, answer_id, message_id=sent[0].id, thread_id=started.id
+            )
 
     @tree.command(name="hipify", description="Convert CUDA code to HIP, with AMD porting lints")
     @app_commands.describe(

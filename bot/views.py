@@ -125,8 +125,9 @@ async def send_reply(interaction: discord.Interaction, reply: Reply) -> list[dis
         kwargs = message_kwargs(message)
         if not interaction.response.is_done():
             kwargs = {k: v for k, v in kwargs.items() if v is not None}
-            await interaction.response.send_message(ephemeral=message.ephemeral, **kwargs)
-            sent.append(await interaction.original_response())
+            callback = await interaction.response.send_message(ephemeral=message.ephemeral, **kwargs)
+            resource = callback.resource if callback is not None else None
+            sent.append(resource if isinstance(resource, discord.InteractionMessage) else None)
         else:
             if kwargs.get("content") is None:
                 kwargs.pop("content")

@@ -220,7 +220,8 @@ class Harness:
         await self.dispatch(self.payload(2, data, **kw))
 
     async def click(self, custom_id: str, *, message: dict | None = None, **kw: Any) -> None:
-        msg = message or _message(CHANNEL_ID, "", {}, [])
+        button = {"type": 2, "style": 2, "label": "button", "custom_id": custom_id}
+        msg = message or _message(CHANNEL_ID, "", {"components": [{"type": 1, "components": [button]}]}, [])
         await self.dispatch(self.payload(3, {"custom_id": custom_id, "component_type": 2}, message=msg, **kw))
 
     def attachment(self, name: str, data: bytes) -> tuple[dict, dict]:
@@ -247,8 +248,6 @@ async def harness(tmp_path: Path):
         if form:
             payload = json.loads(next(p["value"] for p in form if p["name"] == "payload_json"))
         call = recorder.record("http", route, payload, files)
-        if route.method in ("POST", "PATCH") and "/messages" in route.url:
-            return _message(CHANNEL_ID, (payload or {}).get("content"), payload or {}, call["files"])
         if route.method == "POST" and "/threads" in route.url:
             return {
                 "id": _snowflake(),
@@ -257,6 +256,8 @@ async def harness(tmp_path: Path):
                 "parent_id": str(CHANNEL_ID),
                 "name": (payload or {}).get("name", "t"),
                 "owner_id": str(BOT_ID),
+                "message_count": 0,
+                "member_count": 1,
                 "thread_metadata": {
                     "archived": False,
                     "auto_archive_duration": 1440,
@@ -264,6 +265,8 @@ async def harness(tmp_path: Path):
                     "locked": False,
                 },
             }
+        if route.method in ("POST", "PATCH") and "/messages" in route.url:
+            return _message(CHANNEL_ID, (payload or {}).get("content"), payload or {}, call["files"])
         return {}
 
     async def get_from_cdn(url: str) -> bytes:
@@ -450,3 +453,198 @@ async def test_long_reply_is_split_into_follow_ups(harness: Harness) -> None:
     assert len(followups) >= 4
     assert all(len(c["payload"]["content"]) <= 2000 for c in followups)
     assert "".join(c["payload"]["content"] for c in followups).count("line ") == 100
+
+
+# -- /finetune, the status watcher and buttons -------------------------------------------------------
+
+
+TINY_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1000,
+}
+DATASET = json.dumps([{"instruction": "port cudaFree", "output": "hipFree"}] * 4).encode()
+
+
+async def test_finetune_links_status_message_and_watcher_edits_it(harness: Harness, tmp_path: Path) -> None:
+    from hipbot.jobs.queue import JobQueue
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    harness.bot.state.save_guild_config(GuildConfig(guild_id=GUILD_ID, finetune_roles=["trainers"]))
+    config_value, config_resolved = harness.attachment(
+        "job.yaml", f"model_name_or_path: {model}\nlora_rank: 8\n".encode()
+    )
+    data_value, data_resolved = harness.attachment("porting.json", DATASET)
+    resolved = {"attachments": config_resolved["attachments"] | data_resolved["attachments"]}
+    options = [{"name": "config", "type": 11, **config_value}, {"name": "dataset", "type": 11, **data_value}]
+
+    await harness.slash("finetune", options, resolved=resolved)  # no role: refused, privately
+    assert (
+        "not open" in harness.rec.responses()[-1]["payload"]["content"]
+        or "trainers" in harness.rec.responses()[-1]["payload"]["content"]
+    )
+
+    await harness.slash("finetune", options, resolved=resolved, roles=(TRAINER_ROLE,), user_id=42)
+    followup = harness.rec.responses()[-1]["payload"]
+    assert "Queued fine-tune" in followup["content"]
+    [row] = harness.bot.state.open_job_messages()
+    job_id = int(row["job_id"])
+    assert row["user_id"] == 42 and row["channel_id"] == CHANNEL_ID
+
+    queue = JobQueue.open(harness.bot.settings.database)
+    assert queue.get(job_id).owner == "discord:42"
+    queue.update(
+        job_id, state="running", worker_id="w1", progress_step=2, progress_total=4, progress_loss=0.9
+    )
+    harness.rec.calls.clear()
+    assert await harness.bot.refresh_job_messages() == 1
+    [edit] = harness.rec.calls
+    assert (
+        edit["method"] == "PATCH" and f"/channels/{CHANNEL_ID}/messages/{row['message_id']}" in edit["path"]
+    )
+    assert "step 2/4" in edit["payload"]["embeds"][0]["description"]
+    assert await harness.bot.refresh_job_messages() == 0  # nothing changed: no edit
+
+    adapter = tmp_path / "out"
+    adapter.mkdir()
+    (adapter / "loss.png").write_bytes(b"\x89PNG\r\n\x1a\nx")
+    queue.finish(
+        job_id, "succeeded", metrics={"first_loss": 2.0, "final_loss": 1.0}, adapter_dir=str(adapter)
+    )
+    harness.rec.calls.clear()
+    assert await harness.bot.refresh_job_messages() == 1
+    edit, notice = harness.rec.calls
+    assert edit["files"][0]["name"] == f"loss-job{job_id}.png"
+    buttons = edit["payload"]["components"][0]["components"]
+    assert buttons[0]["custom_id"] == f"hipbot:publish:{job_id}" and buttons[0]["label"] == "Publish"
+    assert (
+        notice["method"] == "POST"
+        and "<@42>" in notice["payload"]["content"]
+        and "succeeded" in notice["payload"]["content"]
+    )
+    assert harness.bot.state.open_job_messages() == []  # final: the watcher stops editing it
+
+
+async def test_status_links_survive_a_restart(harness: Harness, tmp_path: Path) -> None:
+    state = harness.bot.state
+    state.link_job_message("7", channel_id=CHANNEL_ID, message_id=555, user_id=1, guild_id=GUILD_ID)
+    again = HipBot(harness.bot.settings, state=BotState(state.db))
+    assert [r["job_id"] for r in again.state.open_job_messages()] == ["7"]
+    # The job does not exist in this queue: the link is closed rather than retried forever.
+    assert await harness.bot.refresh_job_messages() == 0
+    assert state.open_job_messages() == []
+
+
+async def test_publish_button_refuses_other_users_job(harness: Harness, tmp_path: Path) -> None:
+    from hipbot.jobs.queue import JobQueue
+    from hipbot.jobs.spec import parse_spec
+
+    text = "model_name_or_path: m\ndataset: d\n"
+    job = JobQueue.open(harness.bot.settings.database).submit(parse_spec(text), text, owner="discord:5")
+    await harness.click(f"hipbot:publish:{job.id}", user_id=6)
+    calls = harness.rec.responses()
+    assert (
+        calls[0]["payload"]["type"] == 5 and calls[0]["payload"]["data"]["flags"] == 64
+    )  # deferred privately
+    assert "belongs to someone else" in calls[-1]["payload"]["content"]
+
+
+async def test_vote_buttons_record_votes(harness: Harness) -> None:
+    answer_id = harness.bot.state.record_answer("q?", {"answer": "a", "sources": []}, user_id=1)
+    await harness.click(f"hipbot:vote:up:{answer_id}", user_id=8)
+    await harness.click(f"hipbot:vote:down:{answer_id}", user_id=9)
+    response = harness.rec.responses()[-1]["payload"]
+    assert response["type"] == 4 and response["data"]["flags"] == 64
+    assert "👍 1 · 👎 1" in response["data"]["content"]
+    assert harness.bot.state.tally(answer_id) == {"up": 1, "down": 1}
+
+
+async def test_chat_stream_edits_and_continues_past_2000_chars(harness: Harness) -> None:
+    from hipbot.bot import discord_app
+
+    interaction = discord.Interaction(
+        data=harness.payload(2, {"id": "1", "name": "chat", "type": 1}), state=harness.bot._connection
+    )
+    await interaction.response.defer(thinking=True)
+    old, discord_app.CHAT_EDIT_INTERVAL_S = discord_app.CHAT_EDIT_INTERVAL_S, 0.0
+    try:
+        words = (f"word{i} " for i in range(600))
+        text = await discord_app.stream_reply(interaction, words, header="**m**: ")
+    finally:
+        discord_app.CHAT_EDIT_INTERVAL_S = old
+    assert text.startswith("word0 ") and text.rstrip().endswith("word599")
+    edits = [c for c in harness.rec.responses() if c["method"] == "PATCH"]
+    assert len(edits) > 2 and all(len(c["payload"]["content"]) <= 2000 for c in edits)
+    assert any(c["payload"]["content"].endswith("▌") for c in edits)  # in-progress marker
+    assert "/messages/@original" in edits[0]["path"]
+    assert any("/messages/@original" not in c["path"] for c in edits)  # the continuation message
+    assert edits[-1]["payload"]["content"].rstrip().endswith("word599")
+
+
+async def test_chat_without_servers_is_a_private_error(harness: Harness) -> None:
+    await harness.slash(
+        "chat", [{"name": "adapter", "type": 3, "value": "x"}, {"name": "prompt", "type": 3, "value": "hi"}]
+    )
+    last = harness.rec.responses()[-1]["payload"]
+    assert last["flags"] & 64 and "/models" in last["content"]
+
+
+async def test_mention_with_cuda_block_replies_with_hip(harness: Harness) -> None:
+    author = _user(50, "porter")
+    data = _message(CHANNEL_ID, f"<@{BOT_ID}> ```cuda\ncudaStreamCreate(&s);\n```", {}, [])
+    data["author"] = author
+    data["mentions"] = [_user(BOT_ID, "hipbot", bot=True)]
+    data["guild_id"] = str(GUILD_ID)
+    data["member"] = {
+        "roles": [],
+        "joined_at": "2025-01-01T00:00:00+00:00",
+        "deaf": False,
+        "mute": False,
+        "flags": 0,
+    }
+    channel = discord.TextChannel(
+        state=harness.bot._connection,
+        guild=harness.guild,
+        data={"id": str(CHANNEL_ID), "type": 0, "name": "general", "position": 0, "guild_id": str(GUILD_ID)},
+    )
+    harness.guild._add_channel(channel)
+    message = discord.Message(state=harness.bot._connection, channel=channel, data=data)
+    await harness.bot.on_message(message)
+    posted = [c for c in harness.rec.calls if c["method"] == "POST" and "/messages" in c["path"]]
+    assert "hipStreamCreate(&s);" in posted[-1]["payload"]["content"]
+    assert str(posted[-1]["payload"]["message_reference"]["message_id"]) == data["id"]
+
+
+# -- /ask -------------------------------------------------------------------------------------------
+
+
+async def test_ask_embed_sources_buttons_and_thread(
+    harness: Harness, docs_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from test_bot_handlers import ingested_settings
+
+    harness.bot.settings = ingested_settings(docs_root, tmp_path_factory)
+    await harness.slash(
+        "ask",
+        [
+            {"name": "question", "type": 3, "value": "what replaces cudaMemcpyToSymbolAsync?"},
+            {"name": "thread", "type": 5, "value": True},
+        ],
+    )
+    defer, followup = harness.rec.responses()[:2]
+    assert defer["payload"]["type"] == 5
+    [embed] = followup["payload"]["embeds"]
+    assert "hipMemcpyToSymbolAsync" in embed["description"]
+    assert "](https://github.com/ROCm/HIPIFY/blob/" in embed["description"]  # sources as links
+    buttons = followup["payload"]["components"][0]["components"]
+    assert {b["custom_id"].rsplit(":", 1)[0] for b in buttons} >= {"hipbot:vote:up", "hipbot:vote:down"}
+    thread_call = next(c for c in harness.rec.calls if c["kind"] == "http" and c["path"].endswith("/threads"))
+    assert thread_call["payload"]["name"] == "what replaces cudaMemcpyToSymbolAsync?"
+    [row] = harness.bot.state.db["bot_answers"].rows
+    assert row["message_id"] and row["thread_id"]  # follow-ups in that thread carry this question

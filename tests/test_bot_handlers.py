@@ -33,19 +33,28 @@ int main() { float* p; cudaMalloc(&p, 4); reduce<<<1, 64>>>(p, p); cudaFree(p); 
 """
 
 
-@pytest.fixture(scope="module")
-def docs_settings(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """A database ingested from a few real docs files: enough for lookups and conceptual answers."""
-    corpus = tmp_path_factory.mktemp("corpus")
-    for rel in CORPUS_FILES:
-        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(docs_root / rel, corpus / rel)
-    home = tmp_path_factory.mktemp("home")
-    settings = load_settings(env={}, home=home, docs_path=corpus)
-    from hipbot.agents import ingest
+_INGESTED: dict[str, Settings] = {}
 
-    ingest.ingest(settings, progress=False)
-    return settings
+
+def ingested_settings(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A database ingested from a few real docs files (enough for lookups and conceptual answers),
+    built once per test session and shared by the bot's test modules."""
+    if "settings" not in _INGESTED:
+        corpus = tmp_path_factory.mktemp("corpus")
+        for rel in CORPUS_FILES:
+            (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(docs_root / rel, corpus / rel)
+        settings = load_settings(env={}, home=tmp_path_factory.mktemp("home"), docs_path=corpus)
+        from hipbot.agents import ingest
+
+        ingest.ingest(settings, progress=False)
+        _INGESTED["settings"] = settings
+    return _INGESTED["settings"]
+
+
+@pytest.fixture
+def docs_settings(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return ingested_settings(docs_root, tmp_path_factory)
 
 
 @pytest.fixture
