@@ -73,9 +73,8 @@ class LineIndex:
         return line, offset - self.starts[line - 1] + 1
 
 
-def tokenize(source: str, *, comments: bool = True) -> Iterator[Token]:
-    """Yield the tokens of ``source`` in order (whitespace is skipped, offsets are exact)."""
-    pos = 0
+def tokenize(source: str, pos: int = 0, *, comments: bool = True) -> Iterator[Token]:
+    """Yield the tokens of ``source`` from offset ``pos`` on (whitespace skipped, offsets exact)."""
     n = len(source)
     search = _MASTER.search
     while pos < n:
@@ -95,6 +94,111 @@ def tokenize(source: str, *, comments: bool = True) -> Iterator[Token]:
             continue
         yield Token(kind, source[start:end], start, end)
         pos = end
+
+
+class TokenWindow:
+    """Tokens from an offset on, produced only as far as they are looked at: local parsing (a call's
+    arguments, a kernel launch) costs the size of what it reads, not of the file."""
+
+    def __init__(self, source: str, pos: int = 0) -> None:
+        self._it = tokenize(source, pos)
+        self._toks: list[Token] = []
+        self._done = False
+
+    def get(self, i: int) -> Token | None:
+        toks = self._toks
+        while len(toks) <= i and not self._done:
+            tok = next(self._it, None)
+            if tok is None:
+                self._done = True
+            else:
+                toks.append(tok)
+        return toks[i] if 0 <= i < len(toks) else None
+
+    def index_at(self, offset: int) -> int:
+        """Index of the token that starts at ``offset`` (-1 if none does)."""
+        i = 0
+        while (tok := self.get(i)) is not None and tok.start <= offset:
+            if tok.start == offset:
+                return i
+            i += 1
+        return -1
+
+
+_STRING_PREFIX_AHEAD = r"""u8R"|u8"|LR"|uR"|UR"|[uULR]["']"""
+
+
+def candidate_scanner(
+    ident_prefixes: tuple[str, ...], numbers: tuple[str, ...] | None = None
+) -> re.Pattern[str]:
+    """A regex for ``scan``: it finds only what a caller must look at, in one C-speed pass.
+
+    Each match first consumes, possessively (no backtracking, so linear), a run of text of no
+    interest: whitespace, punctuation, numbers and whole identifiers that do not begin with one of
+    ``ident_prefixes``. It then matches one token of interest: a comment or string/char literal
+    (so that callers can skip them), a preprocessor directive head, ``<<<``, a candidate identifier,
+    or (when ``numbers`` lists some) one of those number spellings. So the Python loop runs once per
+    interesting token, not once per token.
+    """
+    alts = "|".join(re.escape(p) for p in sorted(ident_prefixes, key=len, reverse=True))
+    if numbers:
+        nums = "|".join(re.escape(n) for n in sorted(numbers, key=len, reverse=True))
+        skip_number = rf"(?!(?:{nums})(?![\w.']))[0-9](?:[eEpP][+-]|[\w.'])*+"
+        number_alt = rf"| (?P<number>(?:{nums})(?![\w.']))"
+    else:
+        skip_number = r"[0-9](?:[eEpP][+-]|[\w.'])*+"
+        number_alt = ""
+    boring = (
+        r"""(?:[^\w$"'/\#<]++"""
+        rf"""|(?!{_STRING_PREFIX_AHEAD}|{alts})[A-Za-z$][\w$]*+"""
+        rf"""|{skip_number}|/(?![/*])|<(?!<<))*+"""
+    )
+    return re.compile(
+        boring
+        + r"""(?:
+        (?P<comment>//(?:[^\\\n]|\\[\s\S])*|/\*(?:[^*]|\*(?!/))*(?:\*/|\Z))
+      | (?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\ \t\n"]{0,16})\([\s\S]*?(?:\)(?P=delim)"|\Z))
+      | (?P<string>(?:u8|[uUL])?"(?:[^"\\\n]|\\[\s\S])*"?)
+      | (?P<char>(?:u8|[uUL])?'(?:[^'\\\n]|\\[\s\S])*'?)
+      | (?P<include>\#[ \t]*(?:include_next|include|import)\b[ \t]*(?:<[^>\n]*>|"[^"\n]*"))
+      | (?P<directive>\#[ \t]*[A-Za-z_]*)
+      | (?P<launch><<<)
+      | (?P<ident>(?:"""
+        + alts
+        + r""")[\w$]*)
+        """
+        + number_alt
+        + r"""
+      | (?P<other>[\w$]+)
+        )""",
+        re.VERBOSE,
+    )
+
+
+def scan(source: str, scanner: re.Pattern[str]) -> Iterator[Token]:
+    """Tokens found by a ``candidate_scanner``: COMMENT, STRING, CHAR, INCLUDE, DIRECTIVE (only at
+    the start of a line), IDENT, NUMBER and PUNCT ``<<<``."""
+    for m in scanner.finditer(source):
+        tok = match_token(source, m)
+        if tok is not None:
+            yield tok
+
+
+def match_token(source: str, m: re.Match[str]) -> Token | None:
+    """The token a ``candidate_scanner`` match stands for (None for text of no interest)."""
+    kind = m.lastgroup
+    if kind == "other":
+        return None
+    start, end = m.span(kind)
+    if kind in (INCLUDE, DIRECTIVE):
+        line_start = source.rfind("\n", 0, start) + 1
+        if source[line_start:start].strip(" \t"):
+            return None  # '#' inside a line: stringizing, not a directive
+    elif kind == "raw":
+        kind = STRING
+    elif kind == "launch":
+        kind = PUNCT
+    return Token(kind, source[start:end], start, end)
 
 
 def include_target(text: str) -> tuple[str, bool, int]:

@@ -21,6 +21,7 @@ Everything is one linear scan over the tokens plus dictionary lookups.
 from __future__ import annotations
 
 import os
+import re
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -37,7 +38,10 @@ from hipbot.agents.cpp_tokens import (
     STRING,
     LineIndex,
     Token,
+    TokenWindow,
+    candidate_scanner,
     include_target,
+    match_token,
     tokenize,
 )
 from hipbot.agents.kernel_launch import LaunchError, hip_launch_text, parse_launch
@@ -167,11 +171,32 @@ OVERLOADS = {
 }
 REMOVED_ARGUMENT = {"cuOccupancyMaxPotentialBlockSize": 3, "cuOccupancyMaxPotentialBlockSizeWithFlags": 3}
 APPENDED_ARGUMENT = {"cudaMallocHost": (2, "hipHostMallocDefault")}
+_SPECIAL_CALLS = (
+    frozenset(SYMBOL_ARGUMENT)
+    | frozenset(OVERLOADS)
+    | frozenset(REMOVED_ARGUMENT)
+    | frozenset(APPENDED_ARGUMENT)
+)
 DATA_TYPE_NAMES = ("cudaDataType_t", "cudaDataType")
 
 # Prefixes of CUDA API names; identifiers with them that no table lists are reported as unknown.
 _CUDA_PREFIXES = ("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cusolver", "CUDA_", "CUBLAS_",
                   "CURAND_", "CUDNN_", "CUFFT_", "CUSPARSE_", "CUSOLVER_", "CU_", "cu")  # fmt: skip
+
+
+_TEMPLATE_WORD = re.compile(r"\btemplate\b")
+
+
+class _Indexable:
+    """``window[i]`` for code written against a token list."""
+
+    def __init__(self, win: TokenWindow) -> None:
+        self.win = win
+
+    def __getitem__(self, i: int) -> Token:
+        tok = self.win.get(i)
+        assert tok is not None
+        return tok
 
 
 @dataclass
@@ -197,6 +222,8 @@ class Rename:
     library: str
     section: str
     doc: str  # the mapping table the row comes from
+    api: str = ""  # display name, e.g. "CUDA RT API"
+    kind: str = ""  # the table section in short, e.g. "memory management"
 
 
 @dataclass
@@ -312,7 +339,10 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
             reason = "unsupported"
         elif exp and not experimental:
             target, reason = None, "experimental"
-        out[name] = Rename(name, target, reason, row.library, row.section, row.table)
+        api = LIBRARIES.get(row.library, (0, row.library))[1]
+        out[name] = Rename(
+            name, target, reason, row.library, row.section, row.table, api, _section_kind(row.section)
+        )
     if use_hip_data_types:
         for name in DATA_TYPE_NAMES:
             if name in out:
@@ -320,19 +350,18 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
     return out
 
 
-def _call_args(tokens: list[Token], i: int) -> tuple[int, list[tuple[int, int]]] | None:
-    """For a name at ``tokens[i]`` followed by ``(``: (index of ``)``, token index ranges of args)."""
-    n = len(tokens)
+def _call_args(win: TokenWindow, i: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """For a name at ``win.get(i)`` followed by ``(``: (index of ``)``, token index ranges of args)."""
     j = i + 1
-    while j < n and tokens[j].kind == COMMENT:
+    while (t := win.get(j)) is not None and t.kind == COMMENT:
         j += 1
-    if j >= n or tokens[j].text != "(":
+    if t is None or t.text != "(":
         return None
     depth = 0
     args: list[tuple[int, int]] = []
     first = -1
-    for k in range(j, n):
-        t = tokens[k]
+    k = j - 1
+    while (t := win.get(k := k + 1)) is not None:
         if t.kind == COMMENT:
             continue
         text = t.text
@@ -357,6 +386,20 @@ def _call_args(tokens: list[Token], i: int) -> tuple[int, list[tuple[int, int]]]
     return None
 
 
+@cache
+def _scanner(prefixes: tuple[str, ...]) -> re.Pattern[str]:
+    return candidate_scanner(prefixes)
+
+
+def _ident_prefixes(renames: dict[str, Rename]) -> tuple[str, ...]:
+    """Identifier beginnings worth looking up: CUDA's prefixes plus the few renamed names without them."""
+    base = ("cu", "CU", "_", "nv", "NV")
+    extra = {
+        name for name, r in renames.items() if r.target and r.target != name and not name.startswith(base)
+    }
+    return base + tuple(sorted(extra))
+
+
 class _Translator:
     def __init__(self, source: str, options: HipifyOptions, filename: str) -> None:
         self.src = source
@@ -368,6 +411,7 @@ class _Translator:
         self.edits: list[tuple[int, int, str]] = []
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()
+        self.scanner = _scanner(_ident_prefixes(self.renames))
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -391,42 +435,63 @@ class _Translator:
 
     # -- passes ----------------------------------------------------------------------------
     def run(self) -> str:
-        tokens = list(tokenize(self.src))
         renames = self.renames
         launches: list[int] = []
         template_kernels: set[str] = set()
         first_include = -1
         pragma_once = -1
-        for i, tok in enumerate(tokens):
-            kind = tok.kind
-            if kind == IDENT:
-                r = renames.get(tok.text)
+        last_directive: Token | None = None
+        src = self.src
+        edits = self.edits
+        report = self.report
+        plain = not (self.opt.roc or self.opt.miopen)
+        for m in self.scanner.finditer(src):
+            kind = m.lastgroup
+            if kind == "ident":
+                text = m.group("ident")
+                r = renames.get(text)
+                if r is not None and r.target is not None and not (plain and text in _SPECIAL_CALLS):
+                    # the common case, kept lean: a supported name, no argument rewrite
+                    if r.target != text:
+                        edits.append((m.start("ident"), m.end("ident"), r.target))
+                    report.converted[text] += 1
+                    report.by_api[r.api] += 1
+                    report.by_type[r.kind] += 1
+                    continue
+                tok = Token(IDENT, text, m.start("ident"), m.end("ident"))
                 if r is not None:
-                    self._rename(tokens, i, r)
-                elif tok.text == "__global__":
-                    name = self._template_kernel(tokens, i)
+                    self._rename(tok, r)
+                elif text == "__global__":
+                    name = self._template_kernel(tok)
                     if name:
                         template_kernels.add(name)
-                elif tok.text.startswith(_CUDA_PREFIXES) and _looks_cuda(tok.text):
-                    self._unconverted(tok, tok.text, "unknown", "", "not in the HIPIFY mapping tables")
-            elif kind == PUNCT:
-                if tok.text == "<<<":
-                    launches.append(i)
+                elif _looks_cuda(text):
+                    self._unconverted(tok, text, "unknown", "", "not in the HIPIFY mapping tables")
+                continue
+            tok = match_token(src, m)
+            if tok is None:
+                continue
+            kind = tok.kind
+            if kind == PUNCT:
+                launches.append(tok.start)
             elif kind == STRING:
                 if self.opt.translate_strings and tok.text.startswith('"'):
                     self._rewrite_string(tok)
             elif kind == INCLUDE:
+                last_directive = tok
                 if first_include < 0:
                     first_include = tok.start + tok.text.index("#")
                 self._include(tok)
-            elif kind == DIRECTIVE and pragma_once < 0 and tok.text.endswith("pragma"):
-                nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-                if nxt is not None and nxt.text == "once":
-                    pragma_once = nxt.end
+            elif kind == DIRECTIVE:
+                last_directive = tok
+                if pragma_once < 0 and tok.text.endswith("pragma"):
+                    nxt = TokenWindow(self.src, tok.end).get(0)
+                    if nxt is not None and nxt.text == "once":
+                        pragma_once = nxt.end
         self.edits.sort(key=lambda e: (e[0], e[1]))
-        self._launches(tokens, launches, template_kernels)
+        self._launches(launches, template_kernels)
         if self.opt.insert_runtime_header and "runtime" not in self.inserted:
-            where = self._header_insert_point(tokens, pragma_once, first_include)
+            where = self._header_insert_point(last_directive, pragma_once, first_include)
             self.edits.append((where, where, "\n#include <hip/hip_runtime.h>\n"))
             self.edits.sort(key=lambda e: (e[0], e[1]))
         return self._apply()
@@ -457,9 +522,10 @@ class _Translator:
         self.report.by_api[api] += 1
         self.report.by_type[kind] += 1
 
-    def _rename(self, tokens: list[Token], i: int, r: Rename) -> None:
-        tok = tokens[i]
+    def _rename(self, tok: Token, r: Rename) -> None:
         if r.target is None:
+            if not r.cuda.startswith((*_CUDA_PREFIXES, "__")):
+                return  # a math function name (norm, max ...): likely the user's own, not CUDA's
             if r.reason == "experimental":
                 detail = "experimental in HIP; translate it with --experimental"
             else:
@@ -471,25 +537,22 @@ class _Translator:
             return
         target = r.target
         if not (self.opt.roc or self.opt.miopen):
-            special = self._call_rewrite(tokens, i)
+            special = self._call_rewrite(tok)
             if special is not None:
                 target = special
         if target != tok.text:
             self.edit(tok.start, tok.end, target)
-        self._count(tok.text, LIBRARIES.get(r.library, (0, r.library))[1], _section_kind(r.section))
+        self._count(tok.text, r.api, r.kind)
 
-    def _call_rewrite(self, tokens: list[Token], i: int) -> str | None:
+    def _call_rewrite(self, tok: Token) -> str | None:
         """hipify-clang's per-call rewrites; returns a different function name when overloaded."""
-        name = tokens[i].text
-        if (
-            name in SYMBOL_ARGUMENT
-            or name in OVERLOADS
-            or name in REMOVED_ARGUMENT
-            or name in APPENDED_ARGUMENT
-        ):
-            call = _call_args(tokens, i)
+        name = tok.text
+        if name in _SPECIAL_CALLS:
+            win = TokenWindow(self.src, tok.start)
+            call = _call_args(win, 0)
             if call is None or not call[1]:
                 return None
+            tokens = _Indexable(win)
             close, args = call
             if name in OVERLOADS:
                 return OVERLOADS[name].get(len(args))
@@ -526,7 +589,7 @@ class _Translator:
                 pos = tok.start + 1 + begin
                 if r.target != name:
                     self.edit(pos, pos + len(name), r.target)
-                self._count(name, LIBRARIES.get(r.library, (0, r.library))[1], "literal")
+                self._count(name, r.api, "literal")
             if end == -1:
                 break
             begin = s.find("cu", end + 1)
@@ -575,34 +638,34 @@ class _Translator:
             seen.add(hip)
         return False
 
-    def _template_kernel(self, tokens: list[Token], i: int) -> str | None:
-        """Name of the kernel declared by ``__global__`` at ``tokens[i]`` if it is a template."""
-        is_template = False
-        for k in range(i - 1, max(-1, i - 64), -1):
-            t = tokens[k]
-            if t.text in (";", "{", "}") or t.kind in (DIRECTIVE, INCLUDE):
-                break
-            if t.text == "template":
-                is_template = True
-                break
-        if not is_template:
+    def _template_kernel(self, tok: Token) -> str | None:
+        """Name of the kernel declared by ``__global__`` at ``tok`` if it is a template."""
+        src = self.src
+        begin = max(src.rfind(";", 0, tok.start), src.rfind("{", 0, tok.start), src.rfind("}", 0, tok.start))
+        if not _TEMPLATE_WORD.search(src, begin + 1, tok.start):
             return None
-        for k in range(i + 1, min(len(tokens), i + 64)):
-            t = tokens[k]
-            if t.text == "(":
-                prev = tokens[k - 1]
-                return prev.text if prev.kind == IDENT else None
-            if t.text in (";", "{", "}"):
+        win = TokenWindow(src, tok.end)
+        for k in range(64):
+            t = win.get(k)
+            if t is None or t.text in (";", "{", "}"):
                 return None
+            if t.text == "(":
+                prev = win.get(k - 1)
+                return prev.text if prev is not None and prev.kind == IDENT else None
         return None
 
-    def _launches(self, tokens: list[Token], launches: list[int], template_kernels: set[str]) -> None:
+    def _launches(self, launches: list[int], template_kernels: set[str]) -> None:
         hip_syntax = self.opt.hip_kernel_execution_syntax
         new_edits = []
         last_end = -1
-        for i in launches:
+        src = self.src
+        for pos in launches:
+            line_start = src.rfind("\n", 0, pos) + 1
+            if not src[line_start:pos].strip() and line_start > 0:
+                line_start = src.rfind("\n", 0, line_start - 1) + 1  # kernel name on the line above
+            win = TokenWindow(src, line_start)
             try:
-                launch = parse_launch(tokens, i)
+                launch = parse_launch(win, win.index_at(pos))
             except LaunchError as exc:
                 line, col = self.lines.position(exc.offset)
                 self.report.errors.append(f"{self.report.filename}:{line}:{col}: {exc}")
@@ -611,7 +674,7 @@ class _Translator:
             self.report.by_type["kernel_launch"] += 1
             if not hip_syntax or launch.start < last_end:
                 continue
-            kernel_text = self.src[launch.kernel[0] : launch.kernel[1]]
+            kernel_text = src[launch.kernel[0] : launch.kernel[1]]
             base = kernel_text.split("<")[0].split("::")[-1].strip()
             text = hip_launch_text(launch, self.render, base in template_kernels)
             new_edits.append((launch.start, launch.end, text))
@@ -631,8 +694,8 @@ class _Translator:
                 kept.append(e)
             self.edits = sorted(kept + new_edits, key=lambda e: (e[0], e[1]))
 
-    def _header_insert_point(self, tokens: list[Token], pragma_once: int, first_include: int) -> int:
-        guard = _include_guard(tokens)
+    def _header_insert_point(self, last_directive: Token | None, pragma_once: int, first_include: int) -> int:
+        guard = _include_guard(self.src, last_directive)
         if guard >= 0 and pragma_once >= 0:
             return min(guard, pragma_once)
         if guard >= 0:
@@ -659,9 +722,19 @@ def _section_kind(section: str) -> str:
     return text.replace("[DEPRECATED]", "").replace("[REMOVED]", "").strip().lower() or "other"
 
 
-def _include_guard(tokens: list[Token]) -> int:
+def _include_guard(src: str, last_directive: Token | None) -> int:
     """End offset of X in a leading ``#ifndef X`` / ``#define X`` ... trailing ``#endif``, else -1."""
-    code = [t for t in tokens[:8] if t.kind != COMMENT]
+    if last_directive is None or last_directive.text.split("#")[-1].strip() != "endif":
+        return -1
+    if any(t.kind != COMMENT for t in tokenize(src, last_directive.end)):
+        return -1
+    win = TokenWindow(src, 0)
+    code = []
+    k = 0
+    while len(code) < 4 and (t := win.get(k)) is not None:
+        if t.kind != COMMENT:
+            code.append(t)
+        k += 1
     if len(code) < 4:
         return -1
     if not (code[0].kind == DIRECTIVE and code[0].text.split("#")[-1].strip() == "ifndef"):
@@ -669,9 +742,6 @@ def _include_guard(tokens: list[Token]) -> int:
     if not (code[2].kind == DIRECTIVE and code[2].text.split("#")[-1].strip() == "define"):
         return -1
     if code[1].text != code[3].text:
-        return -1
-    last = next((t for t in reversed(tokens) if t.kind != COMMENT), None)
-    if last is None or last.kind != DIRECTIVE or last.text.split("#")[-1].strip() != "endif":
         return -1
     return code[1].end
 

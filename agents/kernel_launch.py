@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hipbot.agents.cpp_tokens import COMMENT, IDENT, Token
+from hipbot.agents.cpp_tokens import COMMENT, IDENT, TokenWindow
 
 _OPEN = {"(": 1, "[": 1, "{": 1}
 _CLOSE = {")": 1, "]": 1, "}": 1}
@@ -31,28 +31,33 @@ class Launch:
     templated: bool  # explicit template arguments on the kernel name
 
 
-def _prev(tokens: list[Token], i: int) -> int:
+def _prev(win: TokenWindow, i: int) -> int:
     i -= 1
-    while i >= 0 and tokens[i].kind == COMMENT:
+    while (t := win.get(i)) is not None and t.kind == COMMENT:
         i -= 1
     return i
 
 
-def _next(tokens: list[Token], i: int) -> int:
+def _next(win: TokenWindow, i: int) -> int:
     i += 1
-    while i < len(tokens) and tokens[i].kind == COMMENT:
+    while (t := win.get(i)) is not None and t.kind == COMMENT:
         i += 1
     return i
 
 
-def _kernel_start(tokens: list[Token], i: int) -> tuple[int, bool]:
-    """Index of the first token of the kernel expression that ends just before ``tokens[i]``."""
-    j = _prev(tokens, i)
+def _text(win: TokenWindow, i: int) -> str:
+    t = win.get(i)
+    return "" if t is None else t.text
+
+
+def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
+    """Index of the first token of the kernel expression that ends just before token ``i``."""
+    j = _prev(win, i)
     templated = False
-    if j >= 0 and tokens[j].text in (">", ">>"):
+    if _text(win, j) in (">", ">>"):
         depth = 0
         while j >= 0:
-            t = tokens[j].text
+            t = _text(win, j)
             if t == ">":
                 depth += 1
             elif t == ">>":
@@ -64,50 +69,52 @@ def _kernel_start(tokens: list[Token], i: int) -> tuple[int, bool]:
             elif t in (";", "{", "}"):
                 return -1, False
             j -= 1
-        j = _prev(tokens, j)
+        j = _prev(win, j)
         templated = True
-    elif j >= 0 and tokens[j].text == ")":
+    elif _text(win, j) == ")":
         depth = 0
         while j >= 0:
-            t = tokens[j].text
+            t = _text(win, j)
             depth += t == ")"
             depth -= t == "("
             if depth == 0:
                 break
             j -= 1
         return j, False
-    if j < 0 or tokens[j].kind != IDENT:
+    tok = win.get(j) if j >= 0 else None
+    if tok is None or tok.kind != IDENT:
         return -1, False
     # qualified names and member access: ns::kernel, obj.kernel, ptr->kernel
     while True:
-        k = _prev(tokens, j)
-        if k >= 0 and tokens[k].text in ("::", ".", "->"):
-            m = _prev(tokens, k)
-            if m >= 0 and tokens[m].kind == IDENT:
+        k = _prev(win, j)
+        if k >= 0 and _text(win, k) in ("::", ".", "->"):
+            m = _prev(win, k)
+            prev = win.get(m) if m >= 0 else None
+            if prev is not None and prev.kind == IDENT:
                 j = m
                 continue
-            if tokens[k].text == "::":
+            if _text(win, k) == "::":
                 j = k
         return j, templated
 
 
-def parse_launch(tokens: list[Token], i: int) -> Launch:
-    """Parse the launch whose ``<<<`` is ``tokens[i]``."""
-    open_tok = tokens[i]
-    k0, templated = _kernel_start(tokens, i)
+def parse_launch(win: TokenWindow, i: int) -> Launch:
+    """Parse the launch whose ``<<<`` is token ``i`` of the window."""
+    open_tok = win.get(i)
+    if open_tok is None:
+        raise LaunchError("no '<<<' at this position", 0)
+    k0, templated = _kernel_start(win, i)
     if k0 < 0:
         raise LaunchError("'<<<' without a kernel name before it", open_tok.start)
-    kernel = (tokens[k0].start, tokens[_prev(tokens, i)].end)
+    kernel = (win.get(k0).start, win.get(_prev(win, i)).end)
     config: list[tuple[int, int]] = []
     depth = 0
     j = i + 1
-    arg_first = None
-    arg_last = None
-    n = len(tokens)
+    arg_first = arg_last = None
     while True:
-        if j >= n:
+        t = win.get(j)
+        if t is None:
             raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
-        t = tokens[j]
         text = t.text
         if t.kind == COMMENT:
             j += 1
@@ -115,7 +122,7 @@ def parse_launch(tokens: list[Token], i: int) -> Launch:
         if depth == 0 and text in (">>>", ","):
             if arg_first is None:
                 raise LaunchError("empty kernel launch configuration argument", t.start)
-            config.append((tokens[arg_first].start, tokens[arg_last].end))
+            config.append((arg_first.start, arg_last.end))
             arg_first = arg_last = None
             if text == ">>>":
                 break
@@ -130,34 +137,32 @@ def parse_launch(tokens: list[Token], i: int) -> Launch:
         elif text in (";", "<<<") and depth == 0:
             raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
         if arg_first is None:
-            arg_first = j
-        arg_last = j
+            arg_first = t
+        arg_last = t
         j += 1
     if not 2 <= len(config) <= 4:
         raise LaunchError(
             f"a kernel launch takes 2 to 4 configuration arguments, not {len(config)}", open_tok.start
         )
-    p = _next(tokens, j)
-    if p >= n or tokens[p].text != "(":
-        raise LaunchError("kernel launch '>>>' is not followed by an argument list", tokens[j].start)
+    p = _next(win, j)
+    paren = win.get(p)
+    if paren is None or paren.text != "(":
+        raise LaunchError("kernel launch '>>>' is not followed by an argument list", win.get(j).start)
     depth = 0
     q = p
-    while q < n:
-        text = tokens[q].text
-        if text in _OPEN:
+    while (t := win.get(q)) is not None:
+        if t.text in _OPEN:
             depth += 1
-        elif text in _CLOSE:
+        elif t.text in _CLOSE:
             depth -= 1
             if depth == 0:
                 break
         q += 1
-    if q >= n:
-        raise LaunchError("kernel launch argument list is not closed", tokens[p].start)
-    first, last = _next(tokens, p), _prev(tokens, q)
-    args = (tokens[p].end, tokens[q].start) if first < q else None
-    if args is not None:
-        args = (tokens[first].start, tokens[last].end)
-    return Launch(tokens[k0].start, tokens[q].end, kernel, config, args, templated)
+    if t is None:
+        raise LaunchError("kernel launch argument list is not closed", paren.start)
+    first, last = _next(win, p), _prev(win, q)
+    args = (win.get(first).start, win.get(last).end) if first < q else None
+    return Launch(win.get(k0).start, t.end, kernel, config, args, templated)
 
 
 def hip_launch_text(launch: Launch, render: Callable[[int, int], str], kernel_is_template: bool) -> str:

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from hipbot.agents.cpp_tokens import COMMENT, DIRECTIVE, IDENT, NUMBER, LineIndex, Token, tokenize
+from hipbot.agents.cpp_tokens import (
+    DIRECTIVE,
+    IDENT,
+    NUMBER,
+    LineIndex,
+    Token,
+    TokenWindow,
+    candidate_scanner,
+    scan,
+)
 
 PORTING_GUIDE = "HIP/docs/how-to/hip_porting_guide.md"
 KERNEL_LANGUAGE = "HIP/docs/reference/kernel_language.rst"
@@ -280,72 +289,76 @@ class _Linter:
         return self.source[start : end if end != -1 else len(self.source)].lower()
 
     def run(self) -> list[Lint]:
-        toks = [t for t in tokenize(self.source) if t.kind != COMMENT]
-        n = len(toks)
-        in_directive_line = -1
-        for i, t in enumerate(toks):
-            text = t.text
-            prev = toks[i - 1].text if i else ""
-            nxt = toks[i + 1].text if i + 1 < n else ""
-            if t.kind == DIRECTIVE:
-                in_directive_line = self.lines.position(t.start)[0]
-                name = text.split("#")[-1].strip()
-                if name == "define" and i + 2 < n:
-                    macro, value = toks[i + 1], toks[i + 2]
-                    if "warp" in macro.text.lower() and _int_value(value.text) == 32:
+        src = self.source
+        for cand in scan(src, _SCANNER):
+            kind = cand.kind
+            text = cand.text
+            if kind == DIRECTIVE:
+                if text.split("#")[-1].strip() == "define":
+                    win = TokenWindow(src, cand.end)
+                    macro, value = win.get(0), win.get(1)
+                    if macro and value and "warp" in macro.text.lower() and _int_value(value.text) == 32:
                         self.add("AMD002", macro, f"macro {macro.text} defines the warp size as 32")
                 continue
-            if t.kind == NUMBER:
-                self._number(toks, i, t, prev, nxt)
+            if kind == NUMBER:
+                if text.lower() in _FULL_32 or _int_value(text) not in (32, 31, 5):
+                    continue
+            elif kind != IDENT or not (text in _LINT_WORDS or text.startswith("__nvvm_")):
                 continue
-            if t.kind != IDENT:
+            line_start = src.rfind("\n", 0, cand.start) + 1
+            win = TokenWindow(src, line_start)
+            i = win.index_at(cand.start)
+            if i < 0:
                 continue
-            if text == "__CUDA_ARCH__":
-                where = (
-                    "preprocessor condition"
-                    if in_directive_line == self.lines.position(t.start)[0]
-                    else "code"
-                )
-                self.add("AMD008", t, f"__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang")
-            elif text in ("asm", "__asm__", "__asm"):
-                self._asm(toks, i, t)
-            elif text in _MASK_FUNCS and nxt == "(":
-                self._mask_arg(toks, i, t)
-                if text in _NVIDIA_ONLY:
-                    self.add("AMD006", t, f"{text} is NVIDIA-only")
-            elif text in _NVIDIA_ONLY or text.startswith("__nvvm_"):
-                self.add("AMD006", t, f"{text} is NVIDIA-only")
-            elif text in _TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
-                self.add("AMD007", t, f"{text}: texture/surface reference API")
-            elif text in _CG_MISSING and (prev == "::" or nxt in ("(", "<")):
-                self.add("AMD009", t, f"cooperative groups '{text}' is not available in HIP")
-            elif text == "wmma" and (prev == "::" or nxt == "::"):
-                self.add("AMD011", t, "warp matrix functions (wmma) are not available in HIP")
-            elif text == "warpSize":
-                self._warp_size(toks, i, t, prev, nxt)
-            elif text == "__shared__":
-                self._shared(toks, i)
-            elif text == "__launch_bounds__" and nxt == "(":
-                depth, k = 0, i + 1
-                while k < n:
-                    depth += toks[k].text == "("
-                    depth -= toks[k].text == ")"
-                    if depth == 0:
-                        break
-                    if depth == 1 and toks[k].text == ",":
-                        self.add("AMD012", t, "__launch_bounds__ with a second argument")
-                        break
-                    k += 1
-            if text in _MASK_RESULT_FUNCS and nxt == "(":
-                self._mask_result(toks, i, t)
+            if kind == NUMBER:
+                self._number(win, i, cand)
+            else:
+                self._ident(win, i, cand, line_start)
+        self.found.sort(key=lambda x: (x.line, x.col))
         return self.found
 
-    def _number(self, toks: list[Token], i: int, t: Token, prev: str, nxt: str) -> None:
+    def _ident(self, win: TokenWindow, i: int, t: Token, line_start: int) -> None:
+        text = t.text
+        prev, nxt = _text(win, i - 1), _text(win, i + 1)
+        if text == "__CUDA_ARCH__":
+            directive = self.source[line_start : t.start].lstrip().startswith("#")
+            where = "preprocessor condition" if directive else "code"
+            self.add("AMD008", t, f"__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang")
+        elif text in ("asm", "__asm__", "__asm"):
+            self._asm(win, i, t)
+        elif text in _MASK_FUNCS and nxt == "(":
+            self._mask_arg(win, i, t)
+            if text in _NVIDIA_ONLY:
+                self.add("AMD006", t, f"{text} is NVIDIA-only")
+        elif text in _NVIDIA_ONLY or text.startswith("__nvvm_"):
+            self.add("AMD006", t, f"{text} is NVIDIA-only")
+        elif text in _TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
+            self.add("AMD007", t, f"{text}: texture/surface reference API")
+        elif text in _CG_MISSING and (prev == "::" or nxt in ("(", "<")):
+            self.add("AMD009", t, f"cooperative groups '{text}' is not available in HIP")
+        elif text == "wmma" and (prev == "::" or nxt == "::"):
+            self.add("AMD011", t, "warp matrix functions (wmma) are not available in HIP")
+        elif text == "warpSize":
+            self._warp_size(win, i, t, prev, nxt)
+        elif text == "__shared__":
+            self._shared(win, i)
+        elif text == "__launch_bounds__" and nxt == "(":
+            depth, k = 0, i + 1
+            while (tok := win.get(k)) is not None and k < i + 64:
+                depth += tok.text == "("
+                depth -= tok.text == ")"
+                if depth == 0:
+                    break
+                if depth == 1 and tok.text == ",":
+                    self.add("AMD012", t, "__launch_bounds__ with a second argument")
+                    break
+                k += 1
+        if text in _MASK_RESULT_FUNCS and nxt == "(":
+            self._mask_result(win, i, t)
+
+    def _number(self, win: TokenWindow, i: int, t: Token) -> None:
         value = _int_value(t.text)
-        if value is None:
-            return
-        if t.text.lower() in _FULL_32 or value not in (32, 31, 5):
-            return
+        prev, nxt = _text(win, i - 1), _text(win, i + 1)
         lane_op = (
             (
                 value == 32
@@ -361,12 +374,12 @@ class _Linter:
             op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
             self.add("AMD001", t, f"'{op} {t.text}' in lane/warp arithmetic assumes 32 lanes")
 
-    def _asm(self, toks: list[Token], i: int, t: Token) -> None:
+    def _asm(self, win: TokenWindow, i: int, t: Token) -> None:
         k = i + 1
-        while k < len(toks) and toks[k].text in ("volatile", "__volatile__", "goto", "inline"):
+        while _text(win, k) in ("volatile", "__volatile__", "goto", "inline"):
             k += 1
-        if k < len(toks) and toks[k].text == "(" and k + 1 < len(toks):
-            body = toks[k + 1].text
+        if _text(win, k) == "(" and win.get(k + 1) is not None:
+            body = _text(win, k + 1)
             ptx_words = ("mov.", "ld.", "st.", "cvt.", "shfl.", "vote.", "bar.", "membar", "%laneid",
                          "%clock", "%smid", "%warpid", "prmt", "lop3", ".reg", "mma.", "cp.async", "red.",
                          "atom.", "bfe.", "bfi.", "brev.", "fma.rn", "add.", "mul.", "trap", "exit;")  # fmt: skip
@@ -375,43 +388,60 @@ class _Linter:
                 return
             self.add("AMD005", t, "inline assembly (PTX on CUDA) must be rewritten for AMD")
 
-    def _mask_arg(self, toks: list[Token], i: int, t: Token) -> None:
-        if i + 2 >= len(toks):
-            return
-        arg = toks[i + 2]
-        if arg.text.lower() in _FULL_32:
+    def _mask_arg(self, win: TokenWindow, i: int, t: Token) -> None:
+        arg = win.get(i + 2)
+        if arg is not None and arg.text.lower() in _FULL_32:
             self.add("AMD004", arg, f"{t.text} given the 32-bit mask {arg.text}; wave64 needs 64 bits")
 
-    def _mask_result(self, toks: list[Token], i: int, t: Token) -> None:
+    def _mask_result(self, win: TokenWindow, i: int, t: Token) -> None:
         # `unsigned m = __ballot_sync(...)` / `int m = __activemask()`: the 64-bit mask is truncated
-        if i >= 3 and toks[i - 1].text == "=" and toks[i - 2].kind == IDENT:
-            decl_type = toks[i - 3].text
-            if decl_type in _MASK_32_TYPES and not (i >= 4 and toks[i - 4].text == "long"):
+        name = win.get(i - 2)
+        if i >= 3 and _text(win, i - 1) == "=" and name is not None and name.kind == IDENT:
+            decl_type = _text(win, i - 3)
+            if decl_type in _MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
                 self.add("AMD004", t, f"{t.text} result stored in a 32-bit '{decl_type}'")
 
-    def _warp_size(self, toks: list[Token], i: int, t: Token, prev: str, nxt: str) -> None:
+    def _warp_size(self, win: TokenWindow, i: int, t: Token, prev: str, nxt: str) -> None:
         if prev == "[" or (prev in ("<", ",") and nxt in (">", ",")):
             self.add("AMD010", t, "warpSize used as an array bound or template argument")
-        elif prev == "=" and i >= 3 and toks[i - 3].text in ("constexpr",):
+        elif prev == "=" and i >= 3 and _text(win, i - 3) == "constexpr":
             self.add("AMD010", t, "warpSize assigned to a constexpr")
         elif (
             nxt in ("==", "!=")
-            and i + 2 < len(toks)
-            and _int_value(toks[i + 2].text) == 32
+            and _int_value(_text(win, i + 2)) == 32
             or prev in ("==", "!=")
             and i >= 2
-            and _int_value(toks[i - 2].text) == 32
+            and _int_value(_text(win, i - 2)) == 32
         ):
             self.add("AMD002", t, "warpSize compared with 32")
 
-    def _shared(self, toks: list[Token], i: int) -> None:
-        for k in range(i + 1, min(len(toks), i + 24)):
-            text = toks[k].text
-            if text in (";", "{", "=", "("):
+    def _shared(self, win: TokenWindow, i: int) -> None:
+        for k in range(i + 1, i + 24):
+            text = _text(win, k)
+            if text in ("", ";", "{", "=", "("):
                 return
-            if text == "[" and k + 1 < len(toks) and _int_value(toks[k + 1].text) in (32, 33):
-                self.add("AMD003", toks[k + 1], f"__shared__ array dimension {toks[k + 1].text}")
+            if text == "[" and _int_value(_text(win, k + 1)) in (32, 33):
+                tok = win.get(k + 1)
+                self.add("AMD003", tok, f"__shared__ array dimension {tok.text}")
                 return
+
+
+def _text(win: TokenWindow, i: int) -> str:
+    tok = win.get(i) if i >= 0 else None
+    return "" if tok is None else tok.text
+
+
+_LINT_WORDS = frozenset(
+    {"__CUDA_ARCH__", "asm", "__asm__", "__asm", "warpSize", "__shared__", "__launch_bounds__", "wmma"}
+    | _MASK_FUNCS
+    | _MASK_RESULT_FUNCS
+    | _NVIDIA_ONLY
+    | _TEXTURE_REFERENCE
+    | _CG_MISSING
+)
+_SCANNER = candidate_scanner(
+    tuple(sorted(_LINT_WORDS | {"__nvvm_"})), numbers=("32", "31", "5", "0x20", "0x1f", "0x1F", "32u", "31u")
+)
 
 
 def lint(source: str, filename: str = "<stdin>", stage: str = "cuda") -> list[Lint]:
