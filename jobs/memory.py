@@ -29,6 +29,10 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 ACT_PER_HIDDEN = 16.0
 ACT_PER_INTERMEDIATE = 6.0
 ACT_PER_KV = 4.0
+# Extra bytes per token and layer under ZeRO-3 (LinearFunctionForZeroStage3 saves 3 hidden-wide
+# inputs and the intermediate-wide one, bf16): +7.0 GiB measured for the 8B recipe.
+ZERO3_INPUTS_PER_HIDDEN = 6.0
+ZERO3_INPUTS_PER_INTERMEDIATE = 2.0
 # Bytes per token per vocabulary entry at the loss: bf16 logits, fp32 copy, log-softmax and grads.
 LOGIT_BYTES = 12.0
 # Allocator slack and CUDA workspaces (cuBLAS, attention) that do not grow with the model.
@@ -185,6 +189,12 @@ def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = 
         ACT_PER_HIDDEN * shape.hidden + ACT_PER_INTERMEDIATE * shape.intermediate + ACT_PER_KV * kv
     )
     per_layer_token += 2 * spec.lora_rank * 2  # LoRA's rank-wide intermediates
+    if stage == 3:
+        # ZeRO-3 swaps nn.Linear's autograd for its own function, which saves every linear's input
+        # even for frozen weights: the attention and MLP inputs plus the MLP's intermediate.
+        per_layer_token += (
+            ZERO3_INPUTS_PER_HIDDEN * shape.hidden + ZERO3_INPUTS_PER_INTERMEDIATE * shape.intermediate
+        )
     if spec.use_gradient_checkpointing:
         activations = tokens * (shape.layers * 2 * shape.hidden + per_layer_token)
     else:

@@ -91,6 +91,7 @@ class _Collator:
 
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
+        self.tokens = 0  # counted here, on the CPU, so that tokens/s costs no device sync
 
     def __call__(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
         import torch
@@ -104,6 +105,7 @@ class _Collator:
             ids[i, :n] = torch.tensor(x["input_ids"])
             labels[i, :n] = torch.tensor(x["labels"])
             mask[i, :n] = 1
+        self.tokens += int(mask.sum())
         return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
@@ -155,7 +157,13 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
         kwargs["warmup_ratio" if "warmup_ratio" in params else "warmup_steps"] = spec.warmup_ratio
     if spec.deepspeed:
         ds_path = deepspeed_config_path(spec.deepspeed)
-        kwargs["deepspeed"] = json.loads(Path(ds_path).read_text(encoding="utf-8"))
+        ds_config = json.loads(Path(ds_path).read_text(encoding="utf-8"))
+        offload = ds_config.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none")
+        if offload != "none" and "optimizer" not in ds_config:
+            # The Trainer's torch AdamW then steps the LoRA states on the CPU: a few million values,
+            # milliseconds, and no DeepSpeedCPUAdam op to JIT-compile on every worker.
+            ds_config.setdefault("zero_force_ds_cpu_optimizer", False)
+        kwargs["deepspeed"] = ds_config
     if use_cpu and _world() > 1:
         kwargs["ddp_backend"] = "gloo"
     return TrainingArguments(**{k: v for k, v in kwargs.items() if k in params})
@@ -259,12 +267,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
     history: list[dict[str, Any]] = []
 
-    class StepTrainer(Trainer):
-        tokens = 0
-
-        def training_step(self, model: Any, inputs: dict[str, Any], *a: Any, **kw: Any) -> Any:
-            StepTrainer.tokens += int(inputs["attention_mask"].sum())
-            return super().training_step(model, inputs, *a, **kw)
+    collator = _Collator(tokenizer.pad_token_id)
 
     class Progress(TrainerCallback):
         """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
@@ -285,7 +288,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
             if not logs or "loss" not in logs:
                 return
             now = time.perf_counter()
-            tokens = StepTrainer.tokens - self.last_tokens
+            tokens = collator.tokens - self.last_tokens
             done = max(1, state.global_step - self.start_step)
             eta = (now - self.t0) / done * max(0, state.max_steps - state.global_step)
             line = {
@@ -299,17 +302,17 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 "eta_seconds": round(eta, 1),
                 "time": time.time(),
             }
-            self.last_t, self.last_tokens = now, StepTrainer.tokens
+            self.last_t, self.last_tokens = now, collator.tokens
             history.append(line)
             with log_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
 
-    trainer = StepTrainer(
+    trainer = Trainer(
         model=model,
         args=args,
         train_dataset=examples.train,
         eval_dataset=examples.eval or None,
-        data_collator=_Collator(tokenizer.pad_token_id),
+        data_collator=collator,
         callbacks=[Progress()],
     )
     resume = None
@@ -340,7 +343,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
             "final_loss": losses[-1] if losses else None,
             "train_runtime_s": round(elapsed, 2),
             "ms_per_step": round(1000 * elapsed / steps_run, 1),
-            "tokens_per_second": round(StepTrainer.tokens * _world() / max(elapsed, 1e-9), 1),
+            "tokens_per_second": round(collator.tokens * _world() / max(elapsed, 1e-9), 1),
             "train_examples": len(examples.train),
             "skipped_records": examples.skipped,
             "precision": precision,
