@@ -76,6 +76,13 @@ class Answer:
     mode: str  # "lookup" | "extractive" | "generated"
     apis: list[dict] = field(default_factory=list)
 
+    @property
+    def text(self) -> str:
+        return self.answer
+
+    def __str__(self) -> str:
+        return self.answer
+
     def to_dict(self) -> dict:
         return {"answer": self.answer, "sources": self.sources, "mode": self.mode, "apis": self.apis}
 
@@ -301,7 +308,7 @@ def trim(text: str, terms: list[str], limit: int = 600) -> str:
     return ("\u2026 " if lo > 0 else "") + body + (" \u2026" if hi < len(spans) - 1 else "")
 
 
-def _dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
+def dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
     seen: set[tuple[str, str]] = set()
     out = []
     for s in sources:
@@ -367,7 +374,7 @@ class Answerer:
 
     # -- lookups --
 
-    def _table_sources(self, row: ApiMapping, roc_first: bool) -> list[dict[str, str]]:
+    def table_sources(self, row: ApiMapping, roc_first: bool) -> list[dict[str, str]]:
         cuda_label = LIBRARY_LABELS.get(row.library, (row.library,))[0]
         pages = [row.table]
         if row.roc:
@@ -393,7 +400,7 @@ class Answerer:
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")
             for row in shown:
                 records.append(api_record(row, hit.name, self.urls))
-                sources.extend(self._table_sources(row, roc_first or hit.side == "roc"))
+                sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
         return lines, records, sources
 
     def _did_you_mean(self, unknown: list[tuple[str, list[str]]]) -> tuple[list[str], list[dict]]:
@@ -415,7 +422,7 @@ class Answerer:
                 if best is not None:
                     row = _order_rows(best)[0]
                     lines.append("Closest match: " + describe(row, best.name))
-                    sources.extend(self._table_sources(row, False))
+                    sources.extend(self.table_sources(row, False))
         # What the prose docs say about the first API, if they mention it.
         names = [f.name for f in found] + [r.hip for f in found for r in f.rows if r.hip and r.hip != f.name]
         if names:
@@ -425,7 +432,7 @@ class Answerer:
                 p = passages[0]
                 lines.append(f"\nIn the docs ({p.title} \u203a {p.section}):\n{trim(p.text, names, 400)}")
                 sources.append(p.source())
-        return Answer("\n".join(lines).strip(), _dedupe_sources(sources)[: max(k, 3)], "lookup", records)
+        return Answer("\n".join(lines).strip(), dedupe_sources(sources)[: max(k, 3)], "lookup", records)
 
     # -- retrieval --
 
@@ -437,7 +444,7 @@ class Answerer:
             extra_lines, extra_records = self._did_you_mean(unknown)
             fact_lines.extend(extra_lines)
             records.extend(extra_records)
-        sources = _dedupe_sources([p.source() for p in passages] + table_sources)
+        sources = dedupe_sources([p.source() for p in passages] + table_sources)
         terms = query_terms(expand_query(question))
         if self.settings.llm_url and passages:
             try:
