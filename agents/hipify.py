@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
-from hipbot.agents import mappings
+from hipbot.agents import call_rewrites, mappings
 from hipbot.agents.cpp_tokens import (
     COMMENT,
     DIRECTIVE,
@@ -149,34 +149,6 @@ _HEADER_API_NAMES = {
 _HEADER_API_ROC = {"blas", "sparse", "rand", "solver"}
 _UNSUPPORTED_HEADERS = {"cufft_device.h"}
 
-# Calls whose arguments hipify-clang rewrites (default mode, i.e. without --roc/--miopen).
-SYMBOL_ARGUMENT = {
-    "cudaMemcpyToSymbol": 0,
-    "cudaMemcpyToSymbolAsync": 0,
-    "cudaGetSymbolSize": 1,
-    "cudaGetSymbolAddress": 1,
-    "cudaMemcpyFromSymbol": 1,
-    "cudaMemcpyFromSymbolAsync": 1,
-    "cudaGraphAddMemcpyNodeToSymbol": 4,
-    "cudaGraphAddMemcpyNodeFromSymbol": 5,
-    "cudaGraphMemcpyNodeSetParamsToSymbol": 1,
-    "cudaGraphMemcpyNodeSetParamsFromSymbol": 2,
-    "cudaGraphExecMemcpyNodeSetParamsToSymbol": 2,
-    "cudaGraphExecMemcpyNodeSetParamsFromSymbol": 3,
-    "cudaGetTextureReference": 1,
-}
-OVERLOADS = {
-    "cudaEventCreate": {1: "hipEventCreate", 2: "hipEventCreateWithFlags"},
-    "cudaGraphInstantiate": {5: "hipGraphInstantiate", 3: "hipGraphInstantiateWithFlags"},
-}
-REMOVED_ARGUMENT = {"cuOccupancyMaxPotentialBlockSize": 3, "cuOccupancyMaxPotentialBlockSizeWithFlags": 3}
-APPENDED_ARGUMENT = {"cudaMallocHost": (2, "hipHostMallocDefault")}
-_SPECIAL_CALLS = (
-    frozenset(SYMBOL_ARGUMENT)
-    | frozenset(OVERLOADS)
-    | frozenset(REMOVED_ARGUMENT)
-    | frozenset(APPENDED_ARGUMENT)
-)
 DATA_TYPE_NAMES = ("cudaDataType_t", "cudaDataType")
 
 # Prefixes of CUDA API names; identifiers with them that no table lists are reported as unknown.
@@ -185,6 +157,7 @@ _CUDA_PREFIXES = ("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cus
 
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
+_SCOPE = re.compile(r"[ \t]*::")
 
 
 class _Indexable:
@@ -343,6 +316,10 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
         out[name] = Rename(
             name, target, reason, row.library, row.section, row.table, api, _section_kind(row.section)
         )
+    if miopen:
+        for name, target in call_rewrites.MIOPEN_RENAMES.items():
+            if name in out:
+                out[name] = replace(out[name], target=target, reason=None)
     if use_hip_data_types:
         for name in DATA_TYPE_NAMES:
             if name in out:
@@ -412,6 +389,9 @@ class _Translator:
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()
         self.scanner = _scanner(_ident_prefixes(self.renames))
+        self.calls = call_rewrites.rules(options.roc, options.miopen)
+        self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
+        self.special = frozenset(self.calls) | frozenset(self.overloads)
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -444,13 +424,13 @@ class _Translator:
         src = self.src
         edits = self.edits
         report = self.report
-        plain = not (self.opt.roc or self.opt.miopen)
+        special = self.special
         for m in self.scanner.finditer(src):
             kind = m.lastgroup
             if kind == "ident":
                 text = m.group("ident")
                 r = renames.get(text)
-                if r is not None and r.target is not None and not (plain and text in _SPECIAL_CALLS):
+                if r is not None and r.target is not None and text not in special:
                     # the common case, kept lean: a supported name, no argument rewrite
                     if r.target != text:
                         edits.append((m.start("ident"), m.end("ident"), r.target))
@@ -465,6 +445,8 @@ class _Translator:
                     name = self._template_kernel(tok)
                     if name:
                         template_kernels.add(name)
+                elif text == "cub":
+                    self._cub_namespace(tok)
                 elif _looks_cuda(text):
                     self._unconverted(tok, text, "unknown", "", "not in the HIPIFY mapping tables")
                 continue
@@ -536,45 +518,65 @@ class _Translator:
             self._unconverted(tok, tok.text, r.reason or "unsupported", r.library, detail)
             return
         target = r.target
-        if not (self.opt.roc or self.opt.miopen):
-            special = self._call_rewrite(tok)
-            if special is not None:
-                target = special
+        if tok.text in self.special:
+            target = self._call_rewrite(tok) or target
         if target != tok.text:
             self.edit(tok.start, tok.end, target)
         self._count(tok.text, r.api, r.kind)
 
     def _call_rewrite(self, tok: Token) -> str | None:
-        """hipify-clang's per-call rewrites; returns a different function name when overloaded."""
+        """hipify-clang's per-call argument rewrites (``call_rewrites``); returns the overload's
+        name when the number of arguments selects one."""
         name = tok.text
-        if name in _SPECIAL_CALLS:
-            win = TokenWindow(self.src, tok.start)
-            call = _call_args(win, 0)
-            if call is None or not call[1]:
-                return None
-            tokens = _Indexable(win)
-            close, args = call
-            if name in OVERLOADS:
-                return OVERLOADS[name].get(len(args))
-            if name in SYMBOL_ARGUMENT:
-                k = SYMBOL_ARGUMENT[name]
-                if k < len(args):
-                    first, last = args[k]
-                    self.edit(tokens[first].start, tokens[first].start, "HIP_SYMBOL(")
-                    self.edit(tokens[last].end, tokens[last].end, ")")
-            elif name in REMOVED_ARGUMENT:
-                k = REMOVED_ARGUMENT[name]
-                if k < len(args):
-                    start = tokens[args[k][0]].start
-                    end = tokens[args[k + 1][0]].start if k + 1 < len(args) else tokens[close].start
-                    if k + 1 >= len(args) and k > 0:
-                        start = tokens[args[k - 1][1]].end
-                    self.edit(start, end, "")
-            else:
-                k, value = APPENDED_ARGUMENT[name]
-                if k >= len(args):
-                    self.edit(tokens[close].start, tokens[close].start, ", " + value)
+        win = TokenWindow(self.src, tok.start)
+        call = _call_args(win, 0)
+        if call is None or not call[1]:
+            return None
+        close, args = call
+        if name in self.overloads:
+            return self.overloads[name].get(len(args))
+        n = len(args)
+        close_at = win.get(close).start
+
+        def first(k: int) -> int:
+            return win.get(args[k][0]).start
+
+        def last(k: int) -> int:
+            return win.get(args[k][1]).end
+
+        for k, op, value in self.calls.get(name, ()):
+            if op in ("symbol", "cast_size_t") and k < n:
+                opener = "HIP_SYMBOL(" if op == "symbol" else "reinterpret_cast<size_t*>("
+                self.edit(first(k), first(k), opener)
+                self.edit(last(k), last(k), ")")
+            elif op == "add":
+                if k < n:
+                    self.edit(first(k), first(k), value + ", ")
+                else:
+                    self.edit(close_at, close_at, ", " + value)
+            elif op == "replace" and k < n:
+                self.edit(first(k), last(k), value)
+            elif op == "remove" and k < n:
+                if k + 1 < n:
+                    self.edit(first(k), first(k + 1), "")
+                elif k > 0:
+                    self.edit(last(k - 1), close_at, "")
+            elif op == "copy" and k < n:
+                text = self.src[first(k) : last(k)]
+                to = int(value)
+                if to < n:
+                    self.edit(first(to), first(to), text + ", ")
+                else:
+                    self.edit(close_at, close_at, ", " + text)
         return None
+
+    def _cub_namespace(self, tok: Token) -> None:
+        """``cub::`` and ``using namespace cub`` -> hipcub (hipCUB mirrors CUB's names)."""
+        src = self.src
+        qualifier = _SCOPE.match(src, tok.end) is not None
+        if qualifier or src[max(0, tok.start - 64) : tok.start].rstrip().endswith("namespace"):
+            self.edit(tok.start, tok.end, "hipcub")
+            self._count("cub", "CUB API", "namespace")
 
     def _rewrite_string(self, tok: Token) -> None:
         """hipify-clang's rule: each word starting with "cu" up to the next space is looked up whole."""

@@ -169,7 +169,7 @@ def hip_launch_text(launch: Launch, render: Callable[[int, int], str], kernel_is
     """The ``hipLaunchKernelGGL(...)`` call for a parsed launch; ``render`` gives translated text."""
     kern = render(*launch.kernel).strip()
     if launch.templated or kernel_is_template:
-        kern = "HIP_KERNEL_NAME(" + kern.replace("cub::", "hipcub::") + ")"
+        kern = "HIP_KERNEL_NAME(" + kern + ")"  # cub:: in it is already hipcub:: (rendered edits)
     parts = [kern]
     for n, rng in enumerate(launch.config):
         text = render(*rng).strip()

@@ -189,3 +189,29 @@ def test_lints_attached_to_result() -> None:
     result = translate(src)
     assert {lint.id for lint in result.lints} >= {"AMD001", "AMD004"}
     assert result.to_dict()["lints"][0]["doc"].startswith("HIP/docs/")
+
+
+def test_roc_and_miopen_argument_rewrites() -> None:
+    sparse = "cusparseScsrilu02_analysis(h, m, nnz, d, v, r, c, info, CUSPARSE_SOLVE_POLICY_NO_LEVEL, buf);\n"
+    assert hip(sparse, insert_runtime_header=False, roc=True) == (
+        "rocsparse_scsrilu0_analysis(h, m, nnz, d, v, r, c, info, rocsparse_analysis_policy_force, "
+        "rocsparse_solve_policy_auto, buf);\n"
+    )
+    dnn = (
+        "cudnnSetLRNDescriptor(d, n, a, b, k);\n"
+        "cudnnSetPooling2dDescriptor(p, mode, nanOpt, wh, ww, ph, pw, sh, sw);\n"
+        "cudaStream_t s;\n"
+    )
+    assert hip(dnn, insert_runtime_header=False, roc=True, miopen=True) == (
+        "miopenSetLRNDescriptor(d, miopenLRNCrossChannel, n, a, b, k);\n"
+        "miopenSet2dPoolingDescriptor(p, mode, wh, ww, ph, pw, sh, sw);\n"
+        "miopenAcceleratorQueue_t s;\n"
+    )
+
+
+def test_cub_namespace_becomes_hipcub() -> None:
+    src = "using namespace cub;\ntypedef ::cub::BlockScan<int, 128> Scan;\ncub::DeviceReduce::Sum(t, n, i, o, k);\nint cubes;\n"
+    assert hip(src, insert_runtime_header=False) == (
+        "using namespace hipcub;\ntypedef ::hipcub::BlockScan<int, 128> Scan;\n"
+        "hipcub::DeviceReduce::Sum(t, n, i, o, k);\nint cubes;\n"
+    )

@@ -1,0 +1,132 @@
+"""The argument rewrites hipify-clang applies to some calls, beyond renaming the function.
+
+Each rule belongs to a mode, as in hipify-clang: "hip" (neither ``--roc`` nor ``--miopen``), "roc"
+(``--roc`` alone: rocSPARSE signatures) or "miopen" (``--roc --miopen``: MIOpen signatures).
+Argument numbers refer to the original call. Operations:
+
+* ``symbol``: wrap the argument in ``HIP_SYMBOL(...)``;
+* ``cast_size_t``: wrap it in ``reinterpret_cast<size_t*>(...)``;
+* ``add``: insert a constant before argument k, or append it when the call has fewer arguments;
+* ``replace``: replace the argument with a constant;
+* ``remove``: drop the argument (and its comma);
+* ``copy``: insert a copy of argument k before argument ``value`` (or append it).
+
+Argument moves that hipify-clang declares for a few cuDNN calls are not listed: its own output
+leaves those calls in their original order, and so does this translator.
+"""
+
+from __future__ import annotations
+
+SOLVE_AUTO = "rocsparse_solve_policy_auto"
+ANALYSIS_FORCE = "rocsparse_analysis_policy_force"
+
+Op = tuple[int, str, str]  # (argument index, operation, value)
+
+HIP: dict[str, list[Op]] = {
+    "cudaMemcpyToSymbol": [(0, "symbol", "")],
+    "cudaMemcpyToSymbolAsync": [(0, "symbol", "")],
+    "cudaGetSymbolSize": [(1, "symbol", "")],
+    "cudaGetSymbolAddress": [(1, "symbol", "")],
+    "cudaMemcpyFromSymbol": [(1, "symbol", "")],
+    "cudaMemcpyFromSymbolAsync": [(1, "symbol", "")],
+    "cudaGraphAddMemcpyNodeToSymbol": [(4, "symbol", "")],
+    "cudaGraphAddMemcpyNodeFromSymbol": [(5, "symbol", "")],
+    "cudaGraphMemcpyNodeSetParamsToSymbol": [(1, "symbol", "")],
+    "cudaGraphMemcpyNodeSetParamsFromSymbol": [(2, "symbol", "")],
+    "cudaGraphExecMemcpyNodeSetParamsToSymbol": [(2, "symbol", "")],
+    "cudaGraphExecMemcpyNodeSetParamsFromSymbol": [(3, "symbol", "")],
+    "cudaGetTextureReference": [(1, "symbol", "")],
+    "cudaMallocHost": [(2, "add", "hipHostMallocDefault")],
+    "cuOccupancyMaxPotentialBlockSize": [(3, "remove", "")],
+    "cuOccupancyMaxPotentialBlockSizeWithFlags": [(3, "remove", "")],
+    "cusparseSpSM_solve": [(10, "add", "nullptr")],
+}
+
+# Overloads chosen by the number of arguments ("hip" mode only, as in hipify-clang).
+OVERLOADS: dict[str, dict[int, str]] = {
+    "cudaEventCreate": {1: "hipEventCreate", 2: "hipEventCreateWithFlags"},
+    "cudaGraphInstantiate": {5: "hipGraphInstantiate", 3: "hipGraphInstantiateWithFlags"},
+}
+
+
+def _each(prefixes: str, suffix: str, ops: list[Op]) -> dict[str, list[Op]]:
+    return {f"cusparse{p}{suffix}": ops for p in prefixes}
+
+
+ROC: dict[str, list[Op]] = {
+    **_each("SDCZ", "gpsvInterleavedBatch", [(9, "copy", "10")]),
+    **_each("SDCZ", "gpsvInterleavedBatch_bufferSizeExt", [(9, "copy", "10")]),
+    **_each("SDCZ", "gtsvInterleavedBatch", [(7, "copy", "8")]),
+    **_each("SDCZ", "gtsvInterleavedBatch_bufferSizeExt", [(7, "copy", "8")]),
+    **_each("SDCZ", "csrilu02", [(8, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrilu02_analysis", [(8, "replace", ANALYSIS_FORCE), (9, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "csric02_analysis", [(8, "replace", ANALYSIS_FORCE), (9, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "csric02_bufferSize", [(8, "cast_size_t", "")]),
+    **_each("SDCZ", "bsrilu02", [(10, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "bsrilu02_analysis", [(10, "replace", ANALYSIS_FORCE), (11, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "bsric02", [(10, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "bsric02_analysis", [(10, "replace", ANALYSIS_FORCE), (11, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "bsric02_bufferSize", [(10, "cast_size_t", "")]),
+    **_each("SDCZ", "bsrsm2_bufferSize", [(13, "cast_size_t", "")]),
+    **_each("SDCZ", "csrsm2_solve", [(15, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrsm2_analysis", [(15, "replace", ANALYSIS_FORCE), (16, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrsm2_bufferSizeExt", [(15, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "gemvi_bufferSize", [(5, "cast_size_t", "")]),
+    **_each("SDCZ", "csrsv2_solve", [(12, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrsv2_analysis", [(9, "replace", ANALYSIS_FORCE), (10, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrmv", [(10, "add", "nullptr")]),
+    **_each("SDCZ", "bsrsv2_solve", [(14, "replace", SOLVE_AUTO)]),
+    **_each("SDCZ", "bsrsv2_analysis", [(11, "replace", ANALYSIS_FORCE), (12, "add", SOLVE_AUTO)]),
+    **_each("SDCZ", "csrmm", [(2, "add", "rocsparse_operation_none")]),
+    **_each("SDCZ", "csrgeam2", [(19, "remove", "")]),
+    **_each("SDCZ", "bsrsv2_bufferSize", [(11, "cast_size_t", "")]),
+    **_each("SDCZ", "csrsv2_bufferSize", [(9, "cast_size_t", "")]),
+    **_each("SDCZ", "csrgemm2", [(1, "add", "rocsparse_operation_none, rocsparse_operation_none")]),
+    **_each("SDCZ", "csrilu02_bufferSize", [(8, "cast_size_t", "")]),
+    **_each("SDCZ", "bsrilu02_bufferSize", [(10, "cast_size_t", "")]),
+    "cusparseCsr2cscEx2_bufferSize": [(k, "remove", "") for k in (4, 7, 8, 9, 10, 12, 13)],
+    "cusparseSparseToDense": [(4, "add", "nullptr")],
+    "cusparseSparseToDense_bufferSize": [(5, "add", "nullptr")],
+    "cusparseDenseToSparse_bufferSize": [(5, "add", "nullptr")],
+    "cusparseDenseToSparse_analysis": [(4, "add", "nullptr")],
+    "cusparseSpMM_bufferSize": [(10, "add", "rocsparse_spmm_stage_compute"), (12, "add", "nullptr")],
+    "cusparseSpSM_solve": [
+        (9, "replace", "rocsparse_spsm_stage_compute"),
+        (10, "add", "nullptr"),
+        (11, "add", "nullptr"),
+    ],
+    "cusparseXcsrgeam2Nnz": [(14, "remove", "")],
+    "cusparseSpMM": [(10, "add", "rocsparse_spmm_stage_compute, nullptr")],
+    "cusparseSpVV_bufferSize": [(7, "add", "nullptr")],
+    "cusparseSpVV": [(6, "add", "nullptr")],
+    "cusparseSpMV_bufferSize": [(9, "add", "rocsparse_spmv_stage_buffer_size"), (11, "add", "nullptr")],
+    "cusparseSpMV": [(9, "add", "rocsparse_spmv_stage_compute")],
+    "cusparseSpMM_preprocess": [(10, "add", "rocsparse_spmm_stage_preprocess, nullptr")],
+    "cusparseSpSV_bufferSize": [(8, "replace", "rocsparse_spsv_stage_buffer_size"), (10, "add", "nullptr")],
+}
+
+MIOPEN: dict[str, list[Op]] = {
+    "cudnnGetConvolutionForwardWorkspaceSize": [(5, "remove", "")],
+    "cudnnGetConvolutionBackwardDataWorkspaceSize": [(5, "remove", "")],
+    "cudnnFindConvolutionForwardAlgorithmEx": [(13, "add", "true")],
+    "cudnnSetPooling2dDescriptor": [(2, "remove", "")],
+    "cudnnGetPooling2dDescriptor": [(2, "remove", "")],
+    "cudnnSetPoolingNdDescriptor": [(2, "remove", "")],
+    "cudnnGetPoolingNdDescriptor": [(3, "remove", "")],
+    "cudnnSetLRNDescriptor": [(1, "add", "miopenLRNCrossChannel")],
+    "cudnnGetRNNDescriptor_v6": [(0, "remove", "")],
+    "cudnnSetRNNDescriptor_v6": [(0, "remove", "")],
+}
+
+# Names that hipify-clang maps differently when translating to MIOpen.
+MIOPEN_RENAMES = {"cudaStream_t": "miopenAcceleratorQueue_t"}
+
+
+def rules(roc: bool, miopen: bool) -> dict[str, list[Op]]:
+    if roc and miopen:
+        return MIOPEN
+    if roc:
+        return ROC
+    if miopen:
+        return {}
+    return HIP
