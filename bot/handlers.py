@@ -605,9 +605,8 @@ def jobs(ctx: Context, scope: str = "mine") -> Reply:
     if scope not in ("mine", "all"):
         raise HipbotError(f"unknown scope {scope!r}", hint="use mine or all")
     owner = owner_tag(ctx.actor) if scope == "mine" else None
-    rows = _jobs(ctx.settings).list(owner=owner, limit=25)
-    if ctx.actor.guild_id and scope == "all":
-        rows = [j for j in rows if j.get("guild") in (None, str(ctx.actor.guild_id))]
+    guild = str(ctx.actor.guild_id) if ctx.actor.guild_id and scope == "all" else None
+    rows = _jobs(ctx.settings).list(owner=owner, guild=guild, limit=25)
     if not rows:
         hint = "start one with /finetune" if scope == "mine" else ""
         return Reply(
@@ -939,8 +938,10 @@ class LocalJobs:
     def get(self, job_id: int) -> dict[str, Any]:
         return self.queue.get(job_id).as_dict()
 
-    def list(self, *, owner: str | None = None, limit: int = 25) -> list[dict[str, Any]]:
-        return [j.as_dict() for j in self.queue.list(owner=owner, limit=limit)]
+    def list(
+        self, *, owner: str | None = None, guild: str | None = None, limit: int = 25
+    ) -> list[dict[str, Any]]:
+        return [j.as_dict() for j in self.queue.list(owner=owner, guild=guild, limit=limit)]
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         return self.queue.cancel(job_id).as_dict()
@@ -964,13 +965,13 @@ class LocalJobs:
             path = folder / f"{hashlib.sha256(dataset).hexdigest()[:16]}-{Path(dataset_name).name}"
             path.write_bytes(dataset)
             attachment_path = str(path)
-        warning = None
-        memory = model_config = None
-        try:
-            from hipbot.jobs.memory import estimate, load_model_config
+        from hipbot.jobs.memory import estimate, fit_message, load_model_config
 
+        warning = None
+        est = model_config = None
+        try:
             model_config = load_model_config(spec.model_name_or_path)
-            memory = estimate(spec, model_config, precision=spec.precision(True)).as_dict()
+            est = estimate(spec, model_config, 1)
         except Exception as exc:  # noqa: BLE001 - a Hub name offline: the job runs, unestimated
             warning = f"no memory estimate for {spec.model_name_or_path} ({type(exc).__name__}); any worker may take it"
         job_row = self.queue.submit(
@@ -979,10 +980,16 @@ class LocalJobs:
             owner=owner,
             guild=guild,
             model_config=model_config,
-            memory=memory,
+            memory=est.as_dict() if est else None,
             attachment_name=Path(dataset_name).name if attachment_path and dataset_name else None,
             attachment_path=attachment_path,
         )
+        # As the coordinator does: say at once when no registered worker has the memory for it.
+        workers = self.queue.workers()
+        if est is not None and not any(
+            estimate(spec, model_config, w.gpu_count).total_gib <= w.memory_gib for w in workers
+        ):
+            warning = fit_message(est, max((w.memory_gib for w in workers), default=None), spec)
         return {"job": job_row.as_dict(), "warning": warning}
 
 

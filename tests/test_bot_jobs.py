@@ -95,6 +95,7 @@ def test_finetune_yaml_and_dataset_attachment_is_queued(
     assert job.attachment_name == "porting.json" and Path(job.attachment_path).read_bytes() == DATA
     assert job.memory_gib and job.memory_gib > 0  # the estimate is recorded
     assert "Memory estimate" in {f.name for f in reply.embeds[0].fields}
+    assert "no worker is registered yet" in reply.text  # said at once, as the coordinator says it
     assert state.audit_log(guild_id=GUILD)[0]["action"] == "finetune.start"
 
 
@@ -264,3 +265,62 @@ def test_serving_commands_say_what_to_do_without_servers(settings: Settings, sta
         handlers.publish(ctx, "no-such-adapter")
     with pytest.raises(HipbotError, match="no job #31"):
         handlers.publish(ctx, "#31")
+
+
+def test_through_a_real_coordinator(tmp_path: Path, tiny_model: Path) -> None:
+    """With HIPBOT_COORDINATOR_URL set the same handlers talk to the coordinator's HTTP API."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from hipbot.jobs.coordinator import CoordinatorConfig, create_app
+
+    coord = tmp_path / "coordinator"
+    app = create_app(
+        CoordinatorConfig(
+            database=coord / "jobs.db",
+            data_dir=coord / "data",
+            adapters_dir=coord / "adapters",
+            client_token="s3cret",
+        )
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        settings = load_settings(
+            env={},
+            home=tmp_path / "bot-home",
+            coordinator_url=f"http://127.0.0.1:{port}",
+            coordinator_token="s3cret",
+        )
+        state = BotState.open(settings.database)
+        state.save_guild_config(GuildConfig(guild_id=GUILD, finetune_roles=["trainers"]))
+        ctx = as_user(settings, state, 5)
+        reply = handlers.finetune(ctx, yaml_text=yaml_for(tiny_model), dataset=("d.json", DATA))
+        job_id = int(reply.meta["job_id"])
+        remote = JobQueue.open(coord / "jobs.db").get(job_id)
+        assert remote.owner == "discord:5" and remote.attachment_name == "d.json"
+        assert f"#{job_id}" in handlers.jobs(ctx, "mine").embeds[0].description
+        assert handlers.job_status(settings, job_id).state == "queued"
+        assert "cancelled" in handlers.cancel(ctx, job_id).text
+        assert JobQueue.open(coord / "jobs.db").get(job_id).state == "cancelled"
+        bad = load_settings(
+            env={},
+            home=tmp_path / "bot-home",
+            coordinator_url=f"http://127.0.0.1:{port}",
+            coordinator_token="wrong",
+        )
+        with pytest.raises(HipbotError, match="token"):
+            handlers.jobs(Context(settings=bad, state=state, actor=ctx.actor), "mine")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
