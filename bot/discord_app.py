@@ -159,7 +159,15 @@ class HipBot(commands.Bot):
 
     # -- mentions --------------------------------------------------------------------------------
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or self.user is None or self.user not in message.mentions:
+        if message.author.bot or self.user is None:
+            return
+        # With the message-content intent, any message in a thread the bot opened is a follow-up.
+        in_own_thread = (
+            isinstance(message.channel, discord.Thread)
+            and message.channel.owner_id == self.user.id
+            and bool(message.content.strip())
+        )
+        if self.user not in message.mentions and not in_own_thread:
             return
         actor = actor_from(message.author, message.guild, None)
         ctx = Context(

@@ -648,3 +648,42 @@ async def test_ask_embed_sources_buttons_and_thread(
     assert thread_call["payload"]["name"] == "what replaces cudaMemcpyToSymbolAsync?"
     [row] = harness.bot.state.db["bot_answers"].rows
     assert row["message_id"] and row["thread_id"]  # follow-ups in that thread carry this question
+
+
+async def test_follow_up_in_the_bots_thread_needs_no_mention(harness: Harness) -> None:
+    thread_id = int(_snowflake())
+    thread = discord.Thread(
+        guild=harness.guild,
+        state=harness.bot._connection,
+        data={
+            "id": str(thread_id),
+            "type": 11,
+            "guild_id": str(GUILD_ID),
+            "parent_id": str(CHANNEL_ID),
+            "name": "what replaces cudaMalloc?",
+            "owner_id": str(BOT_ID),
+            "message_count": 1,
+            "member_count": 2,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": "2026-01-01T00:00:00+00:00",
+            },
+        },
+    )
+    data = _message(thread_id, "```cu\ncudaEventCreate(&e);\n```", {}, [])
+    data["author"] = _user(51, "asker")
+    await harness.bot.on_message(discord.Message(state=harness.bot._connection, channel=thread, data=data))
+    posted = [
+        c
+        for c in harness.rec.calls
+        if c["method"] == "POST" and f"/channels/{thread_id}/messages" in c["path"]
+    ]
+    assert "hipEventCreate(&e);" in posted[-1]["payload"]["content"]
+    # In someone else's thread, or a channel, an unmentioned message is not the bot's business.
+    other = _message(CHANNEL_ID, "```cu\ncudaFree(p);\n```", {}, [])
+    other["author"] = _user(51, "asker")
+    harness.rec.calls.clear()
+    channel = discord.PartialMessageable(state=harness.bot._connection, id=CHANNEL_ID, guild_id=GUILD_ID)
+    await harness.bot.on_message(discord.Message(state=harness.bot._connection, channel=channel, data=other))
+    assert harness.rec.calls == []
