@@ -237,21 +237,18 @@ def submit(
 @_with_coordinator
 def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) -> None:
     """List jobs (active ones unless --all)."""
-    from hipbot.jobs.queue import STATES, Job
+    from hipbot.jobs.queue import ACTIVE, job_line
 
-    states = None if all_ else tuple(s for s in STATES if s in ("queued", "assigned", "running"))
+    states = None if all_ else ("queued", *ACTIVE)
     client = _client(url, token)
     if client is None:
-        jobs = _local_queue().list(owner=owner, states=states)
+        jobs = [j.as_dict() for j in _local_queue().list(owner=owner, states=states)]
     else:
-        jobs = [
-            Job(**{k: v for k, v in j.items() if k != "final"})
-            for j in client.list(owner=owner, states=states)
-        ]
+        jobs = client.list(owner=owner, states=states)
     if not jobs:
         click.echo("no jobs")
     for job in jobs:
-        click.echo(job.line())
+        click.echo(job_line(job))
 
 
 def _job(client: Any, job_id: int) -> dict[str, Any]:

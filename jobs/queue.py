@@ -209,15 +209,21 @@ class Job:
         return out
 
     def line(self) -> str:
-        """One line for ``finetune list`` and the bot's /jobs."""
-        progress = ""
-        if self.progress_step is not None and self.progress_total:
-            progress = f" step {self.progress_step}/{self.progress_total}"
-            if self.progress_loss is not None:
-                progress += f" loss {self.progress_loss:.4f}"
-        mem = f" ~{self.memory_gib:.1f}GiB" if self.memory_gib else ""
-        worker = f" on {self.worker_id}" if self.worker_id and self.state in ACTIVE else ""
-        return f"#{self.id} {self.name} [{self.state}]{progress}{worker}{mem} owner={self.owner or '-'}"
+        return job_line(self.as_dict())
+
+
+def job_line(job: dict[str, Any]) -> str:
+    """One line for ``finetune list`` and the bot's /jobs, from a job's dict (local or over HTTP)."""
+    progress = ""
+    if job.get("progress_step") is not None and job.get("progress_total"):
+        progress = f" step {job['progress_step']}/{job['progress_total']}"
+        if job.get("progress_loss") is not None:
+            progress += f" loss {job['progress_loss']:.4f}"
+    mem = f" ~{job['memory_gib']:.1f}GiB" if job.get("memory_gib") else ""
+    worker = f" on {job['worker_id']}" if job.get("worker_id") and job["state"] in ACTIVE else ""
+    return (
+        f"#{job['id']} {job['name']} [{job['state']}]{progress}{worker}{mem} owner={job.get('owner') or '-'}"
+    )
 
 
 @dataclass

@@ -76,6 +76,7 @@ def run_child(
     poll_s: float = 0.5,
     env: dict[str, str] | None = None,
     master_port: int | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> ChildResult:
     """Start the training child for ``job_dir`` and wait; ``should_stop`` returning a reason kills it."""
     argv = launch_argv(job_dir, spec, n_procs, master_port=master_port)
@@ -90,6 +91,7 @@ def run_child(
         env=child_env(env),
         start_new_session=True,
         cwd=str(job_dir),
+        preexec_fn=preexec,
     )
     lines: queue.Queue[str | None] = queue.Queue()
     reader = threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True)

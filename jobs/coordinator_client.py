@@ -1,0 +1,200 @@
+"""HTTP client of the coordinator, used by the CLI, the Discord bot and the worker agent.
+
+Every error comes back as a ``CoordinatorError`` (a ``HipbotError``) carrying the server's own
+message and the HTTP status, so front ends print one readable line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hipbot.errors import HipbotError
+
+
+class CoordinatorError(HipbotError):
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CoordinatorClient:
+    """Client calls (token) and worker calls (``worker_id`` + ``secret``) over one httpx client."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        worker_id: str | None = None,
+        secret: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.worker_id = worker_id
+        self.secret = secret
+        self.http = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> CoordinatorClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _headers(self, as_worker: bool) -> dict[str, str]:
+        if as_worker:
+            if not (self.worker_id and self.secret):
+                raise CoordinatorError("this worker is not registered")
+            return {"Authorization": f"Bearer {self.worker_id}:{self.secret}"}
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def _call(self, method: str, path: str, *, worker: bool = False, **kwargs: Any) -> httpx.Response:
+        headers = {**self._headers(worker), **kwargs.pop("headers", {})}
+        try:
+            resp = self.http.request(method, path, headers=headers, **kwargs)
+        except httpx.HTTPError as exc:
+            raise CoordinatorError(f"cannot reach the coordinator at {self.url}: {exc}") from exc
+        if resp.status_code >= 400:
+            try:
+                detail = resp.json().get("detail")
+            except ValueError:
+                detail = resp.text[:300]
+            if isinstance(detail, list):  # FastAPI's validation errors
+                detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
+            raise CoordinatorError(f"coordinator refused ({resp.status_code}): {detail}", resp.status_code)
+        return resp
+
+    # ------------------------------------------------------------------ clients
+    def validate(
+        self, config_yaml: str, dataset: bytes | None = None, dataset_name: str | None = None
+    ) -> dict[str, Any]:
+        files = {"dataset": (dataset_name or "dataset.jsonl", dataset)} if dataset is not None else None
+        return self._call("POST", "/validate", data={"config": config_yaml}, files=files).json()
+
+    def submit(
+        self,
+        config_yaml: str,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        priority: int = 0,
+        name: str | None = None,
+        dataset: bytes | None = None,
+        dataset_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Queue a job; returns ``{"job": {...}, "warning": str | None}``."""
+        form = {"config": config_yaml, "priority": str(priority)}
+        form.update({k: v for k, v in (("owner", owner), ("guild", guild), ("name", name)) if v})
+        files = {"dataset": (dataset_name or "dataset.jsonl", dataset)} if dataset is not None else None
+        return self._call("POST", "/jobs", data=form, files=files).json()
+
+    def list(
+        self,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        states: tuple[str, ...] | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        params: list[tuple[str, Any]] = [("limit", limit)]
+        params += [(k, v) for k, v in (("owner", owner), ("guild", guild)) if v]
+        params += [("state", s) for s in states or ()]
+        return self._call("GET", "/jobs", params=params).json()
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        return self._call("GET", f"/jobs/{job_id}").json()
+
+    def cancel(self, job_id: int, *, by: str | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/jobs/{job_id}/cancel", json={"by": by}).json()
+
+    def logs(self, job_id: int, *, after: int = 0) -> list[dict[str, Any]]:
+        return self._call("GET", f"/jobs/{job_id}/logs", params={"after": after}).json()
+
+    def workers(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/workers").json()
+
+    # ------------------------------------------------------------------ workers
+    def register(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[str, str]:
+        reply = self._call(
+            "POST", "/workers/register", json={"token": token, "name": name, "gpus": gpus}
+        ).json()
+        self.worker_id, self.secret = reply["worker_id"], reply["secret"]
+        return self.worker_id, self.secret
+
+    def claim(self, wait_s: float = 0.0, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        resp = self._call(
+            "POST", "/workers/claim", worker=True, json={"wait_s": wait_s, "gpus": gpus}, timeout=wait_s + 30
+        )
+        return None if resp.status_code == 204 else resp.json()["job"]
+
+    def heartbeat(
+        self, job_id: int, progress: dict[str, Any] | None = None, logs: list[str] | None = None
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST", f"/jobs/{job_id}/heartbeat", worker=True, json={"progress": progress, "logs": logs or []}
+        ).json()
+
+    def post_logs(self, job_id: int, lines: list[str]) -> None:
+        self._call("POST", f"/jobs/{job_id}/logs", worker=True, json={"lines": lines})
+
+    def upload(self, job_id: int, kind: str, archive: Path, *, step: int | None = None) -> dict[str, Any]:
+        """PUT a .tar.gz artifact with its SHA-256, streamed from disk."""
+        digest = hashlib.sha256()
+        with archive.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+
+        def body() -> Any:
+            with archive.open("rb") as fh:
+                yield from iter(lambda: fh.read(1 << 20), b"")
+
+        params = {"step": step} if step is not None else None
+        return self._call(
+            "PUT",
+            f"/jobs/{job_id}/artifacts/{kind}",
+            worker=True,
+            params=params,
+            content=body(),
+            headers={
+                "X-Content-SHA256": digest.hexdigest(),
+                "Content-Type": "application/gzip",
+                "Content-Length": str(archive.stat().st_size),
+            },
+        ).json()
+
+    def download(self, job_id: int, what: str, dest: Path) -> dict[str, str]:
+        """GET the job's ``dataset`` or ``checkpoint`` into ``dest``; returns the response headers."""
+        with self.http.stream("GET", f"/jobs/{job_id}/{what}", headers=self._headers(True)) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                raise CoordinatorError(
+                    f"coordinator refused ({resp.status_code}): {resp.text[:300]}", resp.status_code
+                )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with dest.open("wb") as fh:
+                for chunk in resp.iter_bytes():
+                    fh.write(chunk)
+            return dict(resp.headers)
+
+    def result(
+        self,
+        job_id: int,
+        state: str,
+        *,
+        error: str | None = None,
+        metrics: dict[str, Any] | None = None,
+        retry: bool = False,
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            f"/jobs/{job_id}/result",
+            worker=True,
+            json={"state": state, "error": error, "metrics": metrics, "retry": retry},
+        ).json()
