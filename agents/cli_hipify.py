@@ -78,7 +78,7 @@ def _flag(*names: str, help: str) -> click.Option:
 )
 @_flag("--default-preprocessor", help="Accepted for hipify-clang compatibility.")
 @_flag("--skip-excluded-preprocessor-conditional-blocks", help="Accepted for hipify-clang compatibility.")
-@_flag("--no-undocumented-features", help="Accepted for hipify-clang compatibility.")
+@_flag("--no-undocumented-features", help="Do not rewrite half2 .x/.y as reinterpret_cast<half&>(...).")
 @_flag("--no-warnings-on-undocumented-features", help="Accepted for hipify-clang compatibility.")
 @_flag("--save-temps", help="Accepted for hipify-clang compatibility.")
 @click.option(
@@ -122,6 +122,7 @@ def hipify(
     examine: bool,
     as_json: bool,
     no_lints: bool,
+    no_undocumented_features: bool,
     check_arch: str | None,
     check_timeout: float,
     **_accepted: object,
@@ -156,6 +157,7 @@ def hipify(
         use_hip_data_types=use_hip_data_types,
         translate_strings=not keep_strings,
         lint=not no_lints,
+        undocumented_features=not no_undocumented_features,
     )
     if "-" in paths:
         if len(paths) > 1:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hipbot.agents import call_rewrites, mappings
 from hipbot.agents.cpp_tokens import (
+    CHAR,
     COMMENT,
     DIRECTIVE,
     IDENT,
@@ -185,6 +186,7 @@ class HipifyOptions:
     translate_strings: bool = True  # exact CUDA API names inside string literals (hipify-clang)
     insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
     lint: bool = True  # run the AMD porting lints on input and output
+    undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
 
 
 @dataclass(frozen=True)
@@ -327,6 +329,14 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
     return out
 
 
+@cache
+def _blas_v2_only() -> frozenset[str]:
+    """cuBLAS names that also exist as ``NAME_v2``: with the legacy ``cublas.h`` they are the v1
+    (handle-less) functions, which hipBLAS/rocBLAS do not provide."""
+    names = mappings.load().by_cuda
+    return frozenset(n for n, rows in names.items() if rows[0].library == "CUBLAS_API" and n + "_v2" in names)
+
+
 def _call_args(win: TokenWindow, i: int) -> tuple[int, list[tuple[int, int]]] | None:
     """For a name at ``win.get(i)`` followed by ``(``: (index of ``)``, token index ranges of args)."""
     j = i + 1
@@ -370,7 +380,7 @@ def _scanner(prefixes: tuple[str, ...]) -> re.Pattern[str]:
 
 def _ident_prefixes(renames: dict[str, Rename]) -> tuple[str, ...]:
     """Identifier beginnings worth looking up: CUDA's prefixes plus the few renamed names without them."""
-    base = ("cu", "CU", "_", "nv", "NV")
+    base = ("cu", "CU", "_", "nv", "NV", "half2")
     extra = {
         name for name, r in renames.items() if r.target and r.target != name and not name.startswith(base)
     }
@@ -391,7 +401,7 @@ class _Translator:
         self.scanner = _scanner(_ident_prefixes(self.renames))
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
-        self.special = frozenset(self.calls) | frozenset(self.overloads)
+        self.special = frozenset(self.calls) | frozenset(self.overloads) | _blas_v2_only()
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -425,6 +435,8 @@ class _Translator:
         edits = self.edits
         report = self.report
         special = self.special
+        half2_vars: set[str] = set()
+        skipped: list[tuple[int, int]] = []  # comments and literals, for the half2 pass
         for m in self.scanner.finditer(src):
             kind = m.lastgroup
             if kind == "ident":
@@ -447,6 +459,8 @@ class _Translator:
                         template_kernels.add(name)
                 elif text == "cub":
                     self._cub_namespace(tok)
+                elif text == "half2" and self.opt.undocumented_features:
+                    self._half2_declaration(tok, half2_vars)
                 elif _looks_cuda(text):
                     self._unconverted(tok, text, "unknown", "", "not in the HIPIFY mapping tables")
                 continue
@@ -454,6 +468,8 @@ class _Translator:
             if tok is None:
                 continue
             kind = tok.kind
+            if kind in (COMMENT, STRING, CHAR):
+                skipped.append((tok.start, tok.end))
             if kind == PUNCT:
                 launches.append(tok.start)
             elif kind == STRING:
@@ -470,6 +486,8 @@ class _Translator:
                     nxt = TokenWindow(self.src, tok.end).get(0)
                     if nxt is not None and nxt.text == "once":
                         pragma_once = nxt.end
+        if half2_vars:
+            self._half2_members(half2_vars, skipped)
         self.edits.sort(key=lambda e: (e[0], e[1]))
         self._launches(launches, template_kernels)
         if self.opt.insert_runtime_header and "runtime" not in self.inserted:
@@ -505,6 +523,12 @@ class _Translator:
         self.report.by_type[kind] += 1
 
     def _rename(self, tok: Token, r: Rename) -> None:
+        legacy_blas = "blas" in self.inserted and "blas_v2" not in self.inserted
+        if r.target is not None and legacy_blas and tok.text in _blas_v2_only():
+            # legacy cublas.h: the handle-less v1 function, which HIP does not have
+            detail = "only the v2 API is supported; include cublas_v2.h"
+            self._unconverted(tok, tok.text, "unsupported", r.library, detail)
+            return
         if r.target is None:
             if not r.cuda.startswith((*_CUDA_PREFIXES, "__")):
                 return  # a math function name (norm, max ...): likely the user's own, not CUDA's
@@ -569,6 +593,38 @@ class _Translator:
                 else:
                     self.edit(close_at, close_at, ", " + text)
         return None
+
+    def _half2_declaration(self, tok: Token, names: set[str]) -> None:
+        """Remember variables declared ``half2 name`` (not pointers) for ``_half2_members``."""
+        win = TokenWindow(self.src, tok.end)
+        k = 0
+        while (name := win.get(k)) is not None and name.kind == IDENT:
+            after = win.get(k + 1)
+            if after is None or after.text not in (";", "=", ",", ")", "[", "{", "("):
+                return
+            names.add(name.text)
+            if after.text != ",":
+                return
+            k += 2
+            # `half2 a, b;` declares both; skip an initializer-free list only
+
+    def _half2_members(self, names: set[str], skipped: list[tuple[int, int]]) -> None:
+        """hipify-clang's undocumented-feature fix: ``h.x`` on a ``half2`` is ``unsigned short`` in
+        HIP, so it becomes ``reinterpret_cast<half&>(h.x)``."""
+        pattern = re.compile(
+            r"(?<![\w$.>])(?:" + "|".join(map(re.escape, sorted(names))) + r")[ \t]*\.[ \t]*[xy](?![\w$])"
+        )
+        starts = [s for s, _ in skipped]
+        src = self.src
+        for m in pattern.finditer(src):
+            i = bisect_left(starts, m.start() + 1) - 1
+            if i >= 0 and skipped[i][0] <= m.start() < skipped[i][1]:
+                continue  # inside a comment or literal
+            if src[max(0, m.start() - 23) : m.start()].endswith("reinterpret_cast<half&>("):
+                continue
+            self.edit(m.start(), m.start(), "reinterpret_cast<half&>(")
+            self.edit(m.end(), m.end(), ")")
+            self._count("half2", "CUDA Device API", "half2 member")
 
     def _cub_namespace(self, tok: Token) -> None:
         """``cub::`` and ``using namespace cub`` -> hipcub (hipCUB mirrors CUB's names)."""

@@ -215,3 +215,17 @@ def test_cub_namespace_becomes_hipcub() -> None:
         "using namespace hipcub;\ntypedef ::hipcub::BlockScan<int, 128> Scan;\n"
         "hipcub::DeviceReduce::Sum(t, n, i, o, k);\nint cubes;\n"
     )
+
+
+def test_half2_members_and_legacy_cublas() -> None:
+    src = "half2 h, g;\nfloat f = (float)h.x + (float)g.y; // h.x\nhalf2 *p; p->x;\n"
+    assert hip(src, insert_runtime_header=False) == (
+        "half2 h, g;\nfloat f = (float)reinterpret_cast<half&>(h.x) + (float)reinterpret_cast<half&>(g.y); // h.x\n"
+        "half2 *p; p->x;\n"
+    )
+    assert hip(src, insert_runtime_header=False, undocumented_features=False) == src
+    legacy = '#include "cublas.h"\ncublasSscal(n, a, x, 1); cublasSetMatrix(m, n, 4, a, m, d, m);\n'
+    out = translate(legacy, HipifyOptions(lint=False))
+    assert "cublasSscal(n, a, x, 1); hipblasSetMatrix(" in out.text
+    assert any(u.name == "cublasSscal" for u in out.report.unconverted)
+    assert "hipblasSscal(h, n, a, x, 1);" in hip('#include "cublas_v2.h"\ncublasSscal(h, n, a, x, 1);\n')
