@@ -27,6 +27,7 @@ MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 MAX_APIS = 8
 EXTRACT_LIMITS = (1100, 700, 500, 400, 300)  # characters quoted from the 1st..5th passage
+GENERATION_PASSAGES = 4  # x 600 characters: fits a 2048-token context with the answer
 
 _API_PREFIX = re.compile(
     r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC|hip|HIP|roc|miopen)"
@@ -472,13 +473,15 @@ class Answerer:
         from hipbot.agents.llm import chat_model, generate
 
         context = [
-            f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 700)}"
-            for n, p in enumerate(passages[:4], 1)
+            f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 600)}"
+            for n, p in enumerate(passages[:GENERATION_PASSAGES], 1)
         ]
         if fact_lines:
             context.insert(0, "[API] HIPIFY mapping tables\n" + "\n".join(fact_lines))
         text = generate(chat_model(self.settings), question, "\n\n".join(context))
-        cited = "\n".join(f"[{n}] {p.path} \u203a {p.section}" for n, p in enumerate(passages[:4], 1))
+        cited = "\n".join(
+            f"[{n}] {p.path} \u203a {p.section}" for n, p in enumerate(passages[:GENERATION_PASSAGES], 1)
+        )
         return f"{text.strip()}\n\nSources:\n{cited}"
 
 

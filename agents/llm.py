@@ -10,7 +10,7 @@ import httpx
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 
-MAX_TOKENS = 384
+MAX_TOKENS = 320
 
 
 def base_url(url: str) -> str:
