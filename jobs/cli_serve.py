@@ -345,9 +345,15 @@ def local_install(force: bool) -> None:
 @click.option("--served-model-name", default="smollm2", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--max-lora-rank", type=int, default=DEFAULT_MAX_LORA_RANK, show_default=True)
+@click.option("--dtype", help="vLLM --dtype (default: bfloat16 where the CPU has it natively, else float32).")
 @click.option("--name", "server_name", default="local", show_default=True, help="Register it as this server.")
 def local_start(
-    model: Path | None, served_model_name: str, port: int, max_lora_rank: int, server_name: str
+    model: Path | None,
+    served_model_name: str,
+    port: int,
+    max_lora_rank: int,
+    dtype: str | None,
+    server_name: str,
 ) -> None:
     """Start vLLM in the background, wait until healthy, register it as a server."""
     from hipbot.jobs import local_vllm
@@ -356,7 +362,8 @@ def local_start(
     settings = _settings()
     model = (model or default_model_dir(settings)).resolve()
     server = local_vllm.LocalVllm(model=model, served_model_name=served_model_name, port=port,
-                                  max_lora_rank=max_lora_rank, log_path=settings.home / f"vllm-{port}.log")  # fmt: skip
+                                  max_lora_rank=max_lora_rank, log_path=settings.home / f"vllm-{port}.log",
+                                  dtype=dtype or local_vllm.cpu_dtype())  # fmt: skip
     click.echo(f"starting vLLM on {server.url} (about a minute on CPU; log: {server.log_path})")
     local_vllm.start_detached(server, settings.home)
     directory = settings.adapters.resolve()
