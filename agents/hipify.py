@@ -659,6 +659,8 @@ class _Translator:
             return
         entry = INCLUDES.get(name)
         if entry is None:
+            if name == "hip/hip_runtime.h":
+                self.inserted.add("runtime")  # already HIP: do not add a second one
             return
         hip, roc, kind, api = entry
         to_roc = (self.opt.roc and api in _HEADER_API_ROC) or (self.opt.miopen and api == "dnn")

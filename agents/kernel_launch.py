@@ -81,6 +81,16 @@ def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
                 break
             j -= 1
         return j, False
+    elif _text(win, j) == "]":  # kernels[i]<<<...>>>
+        depth = 0
+        while j >= 0:
+            t = _text(win, j)
+            depth += t == "]"
+            depth -= t == "["
+            if depth == 0:
+                break
+            j -= 1
+        j = _prev(win, j)
     tok = win.get(j) if j >= 0 else None
     if tok is None or tok.kind != IDENT:
         return -1, False

@@ -229,3 +229,9 @@ def test_half2_members_and_legacy_cublas() -> None:
     assert "cublasSscal(n, a, x, 1); hipblasSetMatrix(" in out.text
     assert any(u.name == "cublasSscal" for u in out.report.unconverted)
     assert "hipblasSscal(h, n, a, x, 1);" in hip('#include "cublas_v2.h"\ncublasSscal(h, n, a, x, 1);\n')
+
+
+def test_already_hip_source_gets_no_second_runtime_header() -> None:
+    src = "#include <hip/hip_runtime.h>\n__global__ void k() {}\n"
+    assert hip(src) == src
+    assert hip(src + "#include <cuda_runtime.h>\n") == src + "\n"
