@@ -301,7 +301,7 @@ class _Linter:
                         self.add("AMD002", macro, f"macro {macro.text} defines the warp size as 32")
                 continue
             if kind == NUMBER:
-                if text.lower() in _FULL_32 or _int_value(text) not in (32, 31, 5):
+                if text.lower() in _FULL_32 or _int_value(text) not in (32, 31, 16, 5):
                     continue
             elif kind != IDENT or not (text in _LINT_WORDS or text.startswith("__nvvm_")):
                 continue
@@ -366,11 +366,14 @@ class _Linter:
             )
             or (value == 31 and prev in ("&", "&=", "%"))
             or (value == 5 and prev in (">>", "<<", ">>=", "<<="))
+            or (value == 16 and prev == "=" and "for" in self.line_text(t) and "offset" in self.line_text(t))
         )
         if not lane_op:
             return
         line = self.line_text(t)
-        if any(w in line for w in _LANE_WORDS):
+        if value == 16:
+            self.add("AMD001", t, "shuffle reduction starting at offset 16 covers only 32 lanes")
+        elif any(w in line for w in _LANE_WORDS):
             op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
             self.add("AMD001", t, f"'{op} {t.text}' in lane/warp arithmetic assumes 32 lanes")
 
@@ -440,7 +443,8 @@ _LINT_WORDS = frozenset(
     | _CG_MISSING
 )
 _SCANNER = candidate_scanner(
-    tuple(sorted(_LINT_WORDS | {"__nvvm_"})), numbers=("32", "31", "5", "0x20", "0x1f", "0x1F", "32u", "31u")
+    tuple(sorted(_LINT_WORDS | {"__nvvm_"})),
+    numbers=("32", "31", "16", "5", "0x20", "0x1f", "0x1F", "32u", "31u"),
 )
 
 

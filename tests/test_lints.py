@@ -19,6 +19,7 @@ def ids(src: str) -> list[str]:
         ("int lane = threadIdx.x % 32;", "AMD001"),
         ("int lane = tid & 31;", "AMD001"),
         ("int warp_id = threadIdx.x >> 5;", "AMD001"),
+        ("for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down(v, offset);", "AMD001"),
         ("#define WARP_SIZE 32\n", "AMD002"),
         ("if (warpSize == 32) {}", "AMD002"),
         ("__shared__ float partial[32];", "AMD003"),
