@@ -70,10 +70,8 @@ def test_errors_are_one_line_with_a_hint_and_the_session_goes_on(tmp_path: Path)
     assert "/ask QUESTION" in text  # help printed at the end: nothing stopped the loop
 
 
-def test_ask_buttons_are_numbered_and_pressable(tmp_path: Path, docs_root: Path, tmp_path_factory) -> None:
-    from test_bot_handlers import ingested_settings
-
-    settings = ingested_settings(docs_root, tmp_path_factory)
+def test_ask_buttons_are_numbered_and_pressable(tmp_path: Path, ingested_docs) -> None:
+    settings = ingested_docs.settings
     console, out = make_console(tmp_path, ["/ask what replaces cudaMemcpyToSymbolAsync?"], settings=settings)
     console.state = BotState.open(tmp_path / "bot.db")
     console.ctx.state = console.state

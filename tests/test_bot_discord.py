@@ -624,12 +624,8 @@ async def test_mention_with_cuda_block_replies_with_hip(harness: Harness) -> Non
 # -- /ask -------------------------------------------------------------------------------------------
 
 
-async def test_ask_embed_sources_buttons_and_thread(
-    harness: Harness, docs_root: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    from test_bot_handlers import ingested_settings
-
-    harness.bot.settings = ingested_settings(docs_root, tmp_path_factory)
+async def test_ask_embed_sources_buttons_and_thread(harness: Harness, ingested_docs) -> None:
+    harness.bot.settings = ingested_docs.settings
     await harness.slash(
         "ask",
         [

@@ -1,11 +1,10 @@
 """The command handlers, called as the CLI console and Discord call them: no Discord involved.
 
-/ask runs on a small real corpus (two files copied from ../shared/hip-docs) ingested once per module.
+/ask runs on the real corpus, ingested once per session (the ``ingested_docs`` fixture).
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,6 @@ from hipbot.bot.state import BotState
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
 
-CORPUS_FILES = (
-    "MANIFEST.md",
-    "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md",
-    "HIP/docs/how-to/faq.md",
-)
-
 KERNEL = """#include <cuda_runtime.h>
 __global__ void reduce(const float* in, float* out) {
   float v = in[threadIdx.x];
@@ -33,28 +26,10 @@ int main() { float* p; cudaMalloc(&p, 4); reduce<<<1, 64>>>(p, p); cudaFree(p); 
 """
 
 
-_INGESTED: dict[str, Settings] = {}
-
-
-def ingested_settings(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """A database ingested from a few real docs files (enough for lookups and conceptual answers),
-    built once per test session and shared by the bot's test modules."""
-    if "settings" not in _INGESTED:
-        corpus = tmp_path_factory.mktemp("corpus")
-        for rel in CORPUS_FILES:
-            (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(docs_root / rel, corpus / rel)
-        settings = load_settings(env={}, home=tmp_path_factory.mktemp("home"), docs_path=corpus)
-        from hipbot.agents import ingest
-
-        ingest.ingest(settings, progress=False)
-        _INGESTED["settings"] = settings
-    return _INGESTED["settings"]
-
-
 @pytest.fixture
-def docs_settings(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return ingested_settings(docs_root, tmp_path_factory)
+def docs_settings(ingested_docs) -> Settings:
+    """The real corpus, ingested once per test session (tests/fixtures_docs.py)."""
+    return ingested_docs.settings
 
 
 @pytest.fixture
@@ -96,7 +71,7 @@ def test_ask_more_sources_button(docs_settings: Settings, tmp_path: Path) -> Non
     assert more, "a conceptual answer retrieves more than three passages"
     listed = handlers.press(ctx, more[0].custom_id)
     assert listed.ephemeral and len(listed.embeds[0].links) > handlers.SOURCES_SHOWN
-    assert all("faq.md" in link.label or "HIPIFY" in link.url for link in listed.embeds[0].links)
+    assert all(link.url.startswith("https://github.com/ROCm/") for link in listed.embeds[0].links)
 
 
 def test_ask_in_a_thread_keeps_context(docs_settings: Settings, tmp_path: Path) -> None:
