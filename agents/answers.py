@@ -45,6 +45,44 @@ _LOOKUP = re.compile(
     r"对应|替换|替代|等价|支持|弃用|版本",
     re.IGNORECASE,
 )
+_LOOKUP_FILLER = frozenset(
+    [
+        "hip",
+        "cuda",
+        "amd",
+        "nvidia",
+        "rocm",
+        "equivalent",
+        "equivalents",
+        "replace",
+        "replaces",
+        "replacement",
+        "replaced",
+        "map",
+        "maps",
+        "mapping",
+        "counterpart",
+        "instead",
+        "analog",
+        "analogue",
+        "version",
+        "supported",
+        "support",
+        "available",
+        "function",
+        "functions",
+        "api",
+        "apis",
+        "call",
+        "type",
+        "name",
+        "hipify",
+        "convert",
+        "translate",
+        "port",
+        "porting",
+    ]
+)
 _ROC_WORDS = re.compile(r"\b(roc\w*|miopen|ROC)\b", re.IGNORECASE)
 
 LIBRARY_LABELS = {
@@ -149,6 +187,20 @@ class ApiIndex:
         lowered = {name.lower(): name for name in pool}
         close = difflib.get_close_matches(token.lower(), list(lowered), n=n, cutoff=0.8)
         return [lowered[c] for c in close]
+
+    def doc_identifiers(self, question: str) -> list[str]:
+        """API-like names of the question that the prose docs use but the tables do not
+        (``__ballot_sync``, ``HIP_ENABLE_WARP_SYNC_BUILTINS``, ``hipLaunchKernelGGL``)."""
+        out: dict[str, None] = {}
+        for token in IDENT.findall(question):
+            if (
+                len(token) >= 4
+                and _api_shaped(token)
+                and token in self.vocabulary
+                and self.resolve(token) is None
+            ):
+                out.setdefault(token, None)
+        return list(out)
 
     def find(self, question: str) -> tuple[list[Found], list[tuple[str, list[str]]]]:
         """Identifiers of the question (any language), and unknown API-like names with suggestions."""
@@ -424,21 +476,35 @@ class Answerer:
                     row = _order_rows(best)[0]
                     lines.append("Closest match: " + describe(row, best.name))
                     sources.extend(self.table_sources(row, False))
-        # What the prose docs say about the first API, if they mention it.
-        names = [f.name for f in found] + [r.hip for f in found for r in f.rows if r.hip and r.hip != f.name]
-        if names:
-            prose, _ = self.retriever.mentions(names[:6], limit=k)
-            passages = self.retriever._passages(prose, dict.fromkeys(prose, 0.0), 1)
-            if passages:
-                p = passages[0]
-                lines.append(f"\nIn the docs ({p.title} \u203a {p.section}):\n{trim(p.text, names, 400)}")
-                sources.append(p.source())
+        note = self._docs_note(question, found)
+        if note is not None:
+            lines.append(
+                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, [f.name for f in found], 400)}"
+            )
+            sources.append(note.source())
         return Answer("\n".join(lines).strip(), dedupe_sources(sources)[: max(k, 3)], "lookup", records)
+
+    def _docs_note(self, question: str, found: list[Found]) -> Passage | None:
+        """A prose passage naming the API that adds to the table row: one that also matches the
+        question's other words (e.g. "deprecated"), is titled after the API, or explains an API
+        the table marks unsupported / deprecated / removed / experimental."""
+        names = [f.name for f in found] + [r.hip for f in found for r in f.rows if r.hip and r.hip != f.name]
+        if not names:
+            return None
+        ids, _ = self.retriever.mentions(names[:6], limit=5)
+        lowered = {n.lower() for n in names}
+        extra = [t for t in query_terms(question) if t not in lowered and t not in _LOOKUP_FILLER]
+        flagged = any(r.status != "supported" for f in found for r in f.rows)
+        for p in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 5):
+            text = f"{p.title} {p.section} {p.text}".lower()
+            if flagged or any(n in p.section for n in names) or any(t[:5] in text for t in extra):
+                return p
+        return None
 
     # -- retrieval --
 
     def _retrieve_and_answer(self, question: str, found: list[Found], unknown: list, k: int) -> Answer:
-        names = [f.name for f in found]
+        names = [f.name for f in found] + self.index.doc_identifiers(question)
         passages = self.retriever.search(question, k=k, identifiers=names)
         fact_lines, records, table_sources = self.api_facts(found, question) if found else ([], [], [])
         if unknown:

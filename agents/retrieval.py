@@ -378,9 +378,9 @@ class Retriever:
             for rank, chunk_id in enumerate(ids):
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
-        return self._passages(ranked, fused, k)
+        return self.passages(ranked, fused, k)
 
-    def _passages(self, ranked: list[int], scores: dict[int, float], k: int) -> list[Passage]:
+    def passages(self, ranked: list[int], scores: dict[int, float], k: int) -> list[Passage]:
         """Load the best chunks, skipping API rows repeated on the HIP / ROC / HIP+ROC pages."""
         out: list[Passage] = []
         seen_rows: set[tuple[str, ...]] = set()
