@@ -224,6 +224,7 @@ class ApiIndex:
                 and _API_PREFIX.match(token)
                 and _api_shaped(token)
                 and token not in self.vocabulary
+                and len(unknown) < MAX_APIS
             ):
                 suggestions = self.suggest(token)
                 if suggestions:

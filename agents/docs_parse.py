@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_CHARS = 1100  # ~250 word pieces: what all-MiniLM-L6-v2 reads before truncating
-SUFFIXES = (".md", ".rst")
 
 
 @dataclass(frozen=True)
