@@ -32,7 +32,7 @@ def _estimate_for(spec: Any, n_gpus: int = 1, precision: str = "bf16") -> Any:
     from hipbot.jobs.memory import estimate, load_model_config
 
     try:
-        config = load_model_config(spec.model_name_or_path)
+        config = load_model_config(spec.model_name_or_path, allow_download=True)
     except Exception:  # noqa: BLE001 - a Hub name offline, a missing folder: the estimate is optional
         return None, None
     return estimate(spec, config, n_gpus, precision=precision), config

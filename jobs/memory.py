@@ -96,14 +96,15 @@ class ModelShape:
         return self.layers * self.layer_params + heads + self.hidden
 
 
-def load_model_config(model: str | Path) -> dict[str, Any]:
-    """config.json of a local model folder (a Hub name is resolved by transformers when online)."""
+def load_model_config(model: str | Path, *, allow_download: bool = False) -> dict[str, Any]:
+    """config.json of a local model folder, or of a Hub model in the local cache (fetched only when
+    ``allow_download``: the coordinator must not block a request on the network)."""
     path = Path(model).expanduser()
     if path.is_dir():
         return json.loads((path / "config.json").read_text(encoding="utf-8"))
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(str(model)).to_dict()
+    return AutoConfig.from_pretrained(str(model), local_files_only=not allow_download).to_dict()
 
 
 def lora_params(shape: ModelShape, targets: list[str], rank: int) -> int:

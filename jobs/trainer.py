@@ -151,6 +151,9 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
         "eval_strategy": spec.eval_strategy if spec.val_size else "no",
         "eval_steps": spec.eval_steps,
     }
+    if "activation_checkpointing" in params:  # transformers >= 5.2 renamed gradient checkpointing
+        kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
+        kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
     if spec.warmup_steps:
         kwargs["warmup_steps"] = spec.warmup_steps
     elif spec.warmup_ratio:
