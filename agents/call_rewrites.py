@@ -90,6 +90,7 @@ ROC: dict[str, list[Op]] = {
     "cusparseDenseToSparse_bufferSize": [(5, "add", "nullptr")],
     "cusparseDenseToSparse_analysis": [(4, "add", "nullptr")],
     "cusparseSpMM_bufferSize": [(10, "add", "rocsparse_spmm_stage_compute"), (12, "add", "nullptr")],
+    "cusparseSpSM_analysis": [(9, "replace", "rocsparse_spsm_stage_compute"), (10, "add", "nullptr")],
     "cusparseSpSM_solve": [
         (9, "replace", "rocsparse_spsm_stage_compute"),
         (10, "add", "nullptr"),
@@ -118,8 +119,13 @@ MIOPEN: dict[str, list[Op]] = {
     "cudnnSetRNNDescriptor_v6": [(0, "remove", "")],
 }
 
-# Names that hipify-clang maps differently when translating to MIOpen.
+# Names that hipify-clang maps differently from the tables' HIP column in these modes.
 MIOPEN_RENAMES = {"cudaStream_t": "miopenAcceleratorQueue_t"}
+ROC_RENAMES = {
+    "cuComplex": "rocblas_float_complex",
+    "cuFloatComplex": "rocblas_float_complex",
+    "cuDoubleComplex": "rocblas_double_complex",
+}
 
 
 def rules(roc: bool, miopen: bool) -> dict[str, list[Op]]:

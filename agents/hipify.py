@@ -318,6 +318,10 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
         out[name] = Rename(
             name, target, reason, row.library, row.section, row.table, api, _section_kind(row.section)
         )
+    if roc:
+        for name, target in call_rewrites.ROC_RENAMES.items():
+            if name in out:
+                out[name] = replace(out[name], target=target, reason=None)
     if miopen:
         for name, target in call_rewrites.MIOPEN_RENAMES.items():
             if name in out:

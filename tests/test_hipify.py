@@ -235,3 +235,12 @@ def test_already_hip_source_gets_no_second_runtime_header() -> None:
     src = "#include <hip/hip_runtime.h>\n__global__ void k() {}\n"
     assert hip(src) == src
     assert hip(src + "#include <cuda_runtime.h>\n") == src + "\n"
+
+
+def test_roc_complex_types_and_sparse_stage_arguments() -> None:
+    src = "cuDoubleComplex z; cuComplex c;\nst = cusparseSpMV(h, op, a, A, x, b, y, t, alg, buf);\n"
+    assert hip(src, insert_runtime_header=False, roc=True) == (
+        "rocblas_double_complex z; rocblas_float_complex c;\n"
+        "st = rocsparse_spmv(h, op, a, A, x, b, y, t, alg, rocsparse_spmv_stage_compute, buf);\n"
+    )
+    assert hip(src, insert_runtime_header=False).startswith("hipDoubleComplex z; hipComplex c;\n")
