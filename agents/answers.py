@@ -151,6 +151,47 @@ def check_question(question: object) -> str:
     return question
 
 
+# Device-function names that are also everyday words: taken as APIs only when the question
+# clearly asks about them ("equivalent of log", "is round supported"), or when written `log` / log().
+COMMON_WORDS = frozenset(
+    [
+        "abs",
+        "ceil",
+        "clock",
+        "cos",
+        "curand",
+        "exp",
+        "floor",
+        "hiprand",
+        "int",
+        "log",
+        "max",
+        "min",
+        "nan",
+        "norm",
+        "pow",
+        "remainder",
+        "rocrand",
+        "round",
+        "saturate",
+        "sin",
+        "tan",
+        "texture",
+        "trunc",
+    ]
+)
+
+
+def _plain_subject(token: str, question: str) -> bool:
+    """Whether a plain lower-case table name (tanh, frexpf, log) is what a lookup question is about."""
+    if question.strip().strip("`?!.\uff1f ").lower() == token.lower():
+        return True
+    if not _LOOKUP.search(question):
+        return False
+    subject = re.search(rf"\b(?:of|for|is|does|replaces?)\s+{re.escape(token)}\b", question, re.IGNORECASE)
+    return token not in COMMON_WORDS or subject is not None
+
+
 def _api_shaped(token: str) -> bool:
     return bool("_" in token or re.search(r"\d|[a-z][A-Z]", token) or _API_PREFIX.match(token))
 
@@ -216,7 +257,7 @@ class ApiIndex:
             hit = self.resolve(token)
             if hit is None and _api_shaped(token) and len(self.lower.get(token.lower(), [])) == 1:
                 hit = self.resolve(self.lower[token.lower()][0])  # cudamemcpy -> cudaMemcpy
-            if hit is not None and (marked or _api_shaped(token)):
+            if hit is not None and (marked or _api_shaped(token) or _plain_subject(token, question)):
                 found.setdefault(hit.name, hit)
             elif (
                 hit is None
