@@ -740,7 +740,7 @@ def models(ctx: Context) -> Reply:
     return Reply(embeds=[Embed(title="Models", fields=fields, color=COLOR_INFO)])
 
 
-def chat(ctx: Context, adapter: str, prompt: str) -> Iterator[str]:
+def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> Iterator[str]:
     """The streamed answer of an adapter (or of a server's base model), checked before it starts."""
     from hipbot.jobs import chat as chat_lib
 
@@ -758,7 +758,9 @@ def chat(ctx: Context, adapter: str, prompt: str) -> Iterator[str]:
     else:
         target = name
     chat_lib.resolve_target(ctx.settings, target, registry)  # unknown, unpublished or no server: say so now
-    return chat_lib.stream_chat(ctx.settings, prompt, adapter=target, registry=registry)
+    return chat_lib.stream_chat(
+        ctx.settings, prompt, adapter=target, registry=registry, max_tokens=max_tokens
+    )
 
 
 def _adapter_name_for_job(job: dict[str, Any]) -> str:

@@ -324,3 +324,40 @@ def test_through_a_real_coordinator(tmp_path: Path, tiny_model: Path) -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_publish_job_adapter_then_chat_on_real_vllm(
+    request: pytest.FixtureRequest, lora_rank8: Path, tmp_path: Path
+) -> None:
+    """The Publish button's path: a succeeded job's adapter is registered, loaded into a real vLLM
+    CPU server, listed by /models and answers /chat, streamed."""
+    from hipbot.jobs.spec import parse_spec
+
+    from hipbot.cli import main
+
+    server = request.getfixturevalue("vllm_server")
+    assert (
+        main(["serve", "servers", "add", "cpu", server.url, "--adapter-dir", str(tmp_path / "volume")]) == 0
+    )
+    settings = load_settings()
+    state = BotState.open(settings.database)
+    text = f"model_name_or_path: {server.model}\ndataset: d\n"
+    queue = JobQueue.open(settings.database)
+    job = queue.submit(parse_spec(text), text, owner="discord:5", name="SmolLM2 Porting")
+    queue.finish(job.id, "succeeded", adapter_dir=str(lora_rank8))
+    owner = Context(settings=settings, state=state, actor=Actor(user_id=5, guild_id=GUILD))
+    stranger = Context(settings=settings, state=state, actor=Actor(user_id=6, guild_id=GUILD))
+
+    with pytest.raises(HipbotError, match="belongs to someone else"):
+        handlers.press(stranger, f"hipbot:publish:{job.id}")
+    published = handlers.press(owner, f"hipbot:publish:{job.id}")
+    name = f"smollm2-porting-job{job.id}"
+    assert f"`{name}` is live" in published.text and "cpu`: loaded" in published.embeds[0].description
+    assert name in handlers.model_names(settings)
+    assert any(f.name == name and "cpu" in f.value for f in handlers.models(owner).embeds[0].fields)
+    pieces = list(handlers.chat(owner, name, "What is the HIP name of cudaMalloc?", max_tokens=16))
+    assert len(pieces) > 1 and "".join(pieces).strip()
+    base = list(handlers.chat(owner, "smollm2", "Say hello.", max_tokens=8))
+    assert "".join(base).strip()
