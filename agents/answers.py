@@ -356,11 +356,11 @@ def _order_rows(found: Found) -> list[ApiMapping]:
         rows.sort(key=lambda r: (r.cuda != twin, r.status != "supported", r.cuda_deprecated is not None))
     else:
         rows.sort(key=lambda r: (r.hip is None, r.status != "supported"))
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple[str, str | None, str]] = set()
     unique = []
     for r in rows:
-        if (r.cuda, r.hip) not in seen:
-            seen.add((r.cuda, r.hip))
+        if (r.cuda, r.hip, r.library) not in seen:
+            seen.add((r.cuda, r.hip, r.library))
             unique.append(r)
     return unique
 
