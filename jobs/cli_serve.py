@@ -423,12 +423,12 @@ def chat(prompt: tuple[str, ...], adapter: str | None, base: bool, system: str |
         from hipbot.agents.chat_agent import run_agent
 
         answer = run_agent(text, settings, history=None)
-        click.echo(getattr(answer, "text", None) or str(answer))
-        sources = getattr(answer, "sources", None) or []
-        if sources:
+        click.echo(answer.answer)
+        if answer.sources:
             click.echo("\nSources:")
-            for source in sources:
-                click.echo(f"  - {source}")
+        for source in answer.sources:
+            where = " \u203a ".join(str(source[k]) for k in ("path", "section") if source.get(k))
+            click.echo(f"  - {where or source}" + (f"\n    {source['url']}" if source.get("url") else ""))
         return
     from hipbot.jobs.chat import stream_chat
 

@@ -103,3 +103,9 @@ def test_base_chat_through_llm_url(vllm_server, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("HIPBOT_LLM_URL", vllm_server.url + "/v1")
     pieces = list(stream_chat(load_settings(), "Say hello.", max_tokens=8, temperature=0, timeout=60))
     assert len(pieces) > 1
+
+
+def test_chat_without_adapter_runs_the_porting_agent(capsys) -> None:
+    """No --adapter/--base: the docs agent answers; with no docs ingested it says how to fix that."""
+    assert main(["chat", "What replaces cudaMallocManaged?"]) == 1
+    assert "hipbot ingest" in capsys.readouterr().err
