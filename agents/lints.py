@@ -7,6 +7,7 @@ bot can cite it. The same rules run on the CUDA input and on the HIP output.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from hipbot.agents.cpp_tokens import (
@@ -265,7 +266,10 @@ def _int_value(text: str) -> int | None:
 
 
 class _Linter:
-    def __init__(self, source: str, filename: str, stage: str) -> None:
+    def __init__(
+        self, source: str, filename: str, stage: str, scanner: re.Pattern[str] | None = None
+    ) -> None:
+        self.scanner = scanner
         self.source = source
         self.filename = filename
         self.stage = stage
@@ -290,7 +294,7 @@ class _Linter:
 
     def run(self) -> list[Lint]:
         src = self.source
-        for cand in scan(src, _SCANNER):
+        for cand in scan(src, self.scanner or _SCANNER):
             kind = cand.kind
             text = cand.text
             if kind == DIRECTIVE:
@@ -448,14 +452,20 @@ _SCANNER = candidate_scanner(
 )
 
 
+# On the HIP output only the renamed APIs can add findings (the rules above match CUDA and HIP
+# spellings alike, and translation leaves lane arithmetic, masks, asm ... as they were).
+_HIP_WORDS = frozenset(w for w in _TEXTURE_REFERENCE if w.startswith("hip"))
+_HIP_SCANNER = candidate_scanner(tuple(sorted(_HIP_WORDS)))
+
+
 def lint(source: str, filename: str = "<stdin>", stage: str = "cuda") -> list[Lint]:
-    """AMD porting findings for one source text, in source order."""
+    """AMD porting findings for one source text (CUDA or HIP), in source order."""
     return _Linter(source, filename, stage).run()
 
 
 def lint_translation(cuda: str, hip: str, filename: str = "<stdin>") -> list[Lint]:
-    """Lints of the CUDA input, plus those only the HIP output shows (e.g. hipBindTexture)."""
+    """Lints of the CUDA input, plus what the HIP output adds (e.g. hipBindTexture)."""
     before = lint(cuda, filename, "cuda")
     keys = {(x.id, x.message) for x in before}
-    after = [x for x in lint(hip, filename, "hip") if (x.id, x.message) not in keys]
+    after = [x for x in _Linter(hip, filename, "hip", _HIP_SCANNER).run() if (x.id, x.message) not in keys]
     return before + after
