@@ -113,7 +113,12 @@ def commands_cmd(as_json: bool) -> None:
 def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
     from hipbot.bot.console import Console
 
-    console = Console(settings=settings, state=_open_state(settings), write=click.echo)
+    console = Console(
+        settings=settings,
+        state=_open_state(settings),
+        write=click.echo,
+        write_part=lambda text: click.echo(text, nl=False),
+    )
     if commands:
         for line in commands:
             click.echo(f"{'>'} {line}")

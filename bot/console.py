@@ -46,6 +46,7 @@ class Console:
     state: BotState
     read: Callable[[str], str] = input
     write: Callable[[str], None] = print
+    write_part: Callable[[str], None] | None = None  # writes without a newline, for streaming
     out_dir: Path | None = None
     buttons: list[Button] = field(default_factory=list)
 
@@ -90,15 +91,13 @@ class Console:
             )
 
     def stream(self, chunks: Iterator[str]) -> None:
+        """Print a streamed answer as it arrives, on one line when the writer can (``write_part``)."""
+        if self.write_part is None:
+            self.write("".join(chunks))
+            return
         for piece in chunks:
-            self.write_inline(piece)
-        self.write("")
-
-    def write_inline(self, text: str) -> None:
-        if self.write is print:
-            print(text, end="", flush=True)
-        else:
-            self.write(text)
+            self.write_part(piece)
+        self.write_part("\n")
 
     # -- dispatch ------------------------------------------------------------------------------
     def handle(self, line: str) -> bool:

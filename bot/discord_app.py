@@ -57,6 +57,7 @@ PERMISSIONS: dict[str, str] = {
     "workers": "admins (Manage Server or admin_roles)",
     "ingest": "admins (Manage Server or admin_roles)",
     "config": "everyone may view; admins change",
+    "help": "everyone",
 }
 
 
@@ -99,6 +100,22 @@ class HipBot(commands.Bot):
         self._watcher: asyncio.Task[None] | None = None
         register_commands(self)
         self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
+
+    async def on_ready(self) -> None:
+        assert self.user is not None
+        invite = discord.utils.oauth_url(
+            self.user.id,
+            permissions=discord.Permissions(
+                send_messages=True,
+                send_messages_in_threads=True,
+                create_public_threads=True,
+                embed_links=True,
+                attach_files=True,
+                read_message_history=True,
+            ),
+            scopes=("bot", "applications.commands"),
+        )
+        log.info("logged in as %s in %d servers; invite: %s", self.user, len(self.guilds), invite)
 
     async def setup_hook(self) -> None:
         self.add_dynamic_items(HipbotButton)
@@ -488,6 +505,22 @@ def register_commands(bot: HipBot) -> None:
     @tree.command(name="cancel", description="Cancel a fine-tune job (yours, or any as admin)")
     async def cancel_cmd(interaction: discord.Interaction, job_id: str) -> None:
         await bot.run_handler(interaction, handlers.cancel, job_id)
+
+    async def job_autocomplete(
+        interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
+        ctx = await bot.context_for(interaction)
+        choices = await asyncio.to_thread(handlers.job_choices, ctx, current)
+        return [app_commands.Choice(name=label, value=value) for label, value in choices[:25]]
+
+    job_cmd.autocomplete("job_id")(job_autocomplete)
+    cancel_cmd.autocomplete("job_id")(job_autocomplete)
+
+    @tree.command(name="help", description="What hipbot can do")
+    async def help_cmd(interaction: discord.Interaction) -> None:
+        reply = handlers.help_reply()
+        reply.ephemeral = True
+        await send_reply(interaction, reply)
 
     @tree.command(name="models", description="Published adapters and base models")
     async def models_cmd(interaction: discord.Interaction) -> None:

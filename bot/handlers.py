@@ -1002,3 +1002,22 @@ def _jobs(settings: Settings) -> Any:
 
         return CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
     return LocalJobs(settings)
+
+
+def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
+    """(label, id) of the user's recent jobs (a server's, for admins), for autocompletion."""
+    admin = permissions.is_admin(ctx.actor, ctx.config)
+    try:
+        rows = _jobs(ctx.settings).list(
+            owner=None if admin else owner_tag(ctx.actor),
+            guild=str(ctx.actor.guild_id) if admin and ctx.actor.guild_id else None,
+            limit=25,
+        )
+    except HipbotError:
+        return []
+    out = []
+    for j in rows:
+        label = truncate(f"#{j['id']} {j['name']} ({j['state']})", 100)
+        if current.lower().lstrip("#") in label.lower():
+            out.append((label, str(j["id"])))
+    return out

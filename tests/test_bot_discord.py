@@ -683,3 +683,32 @@ async def test_follow_up_in_the_bots_thread_needs_no_mention(harness: Harness) -
     channel = discord.PartialMessageable(state=harness.bot._connection, id=CHANNEL_ID, guild_id=GUILD_ID)
     await harness.bot.on_message(discord.Message(state=harness.bot._connection, channel=channel, data=other))
     assert harness.rec.calls == []
+
+
+async def test_job_id_autocomplete_offers_own_jobs(harness: Harness) -> None:
+    from hipbot.jobs.queue import JobQueue
+    from hipbot.jobs.spec import parse_spec
+
+    text = "model_name_or_path: m\ndataset: d\n"
+    queue = JobQueue.open(harness.bot.settings.database)
+    mine = queue.submit(parse_spec(text), text, owner="discord:7", name="mine")
+    queue.submit(parse_spec(text), text, owner="discord:8", name="theirs")
+    data = {
+        "id": _snowflake(),
+        "name": "cancel",
+        "type": 1,
+        "options": [{"name": "job_id", "type": 3, "value": "", "focused": True}],
+    }
+    await harness.dispatch(harness.payload(4, data, user_id=7))
+    [response] = harness.rec.responses()
+    assert response["payload"]["type"] == 8  # autocomplete result
+    assert response["payload"]["data"]["choices"] == [
+        {"name": f"#{mine.id} mine (queued)", "value": str(mine.id)}
+    ]
+
+
+async def test_help_is_private(harness: Harness) -> None:
+    await harness.slash("help")
+    [response] = harness.rec.responses()
+    assert response["payload"]["type"] == 4 and response["payload"]["data"]["flags"] == 64
+    assert "/finetune" in response["payload"]["data"]["embeds"][0]["description"]
