@@ -582,6 +582,8 @@ class _Translator:
                     self.edit(first(k), first(k), value + ", ")
                 else:
                     self.edit(close_at, close_at, ", " + value)
+            elif op == "append" and k == n:
+                self.edit(close_at, close_at, ", " + value)
             elif op == "replace" and k < n:
                 self.edit(first(k), last(k), value)
             elif op == "remove" and k < n:
