@@ -161,18 +161,6 @@ _TEMPLATE_WORD = re.compile(r"\btemplate\b")
 _SCOPE = re.compile(r"[ \t]*::")
 
 
-class _Indexable:
-    """``window[i]`` for code written against a token list."""
-
-    def __init__(self, win: TokenWindow) -> None:
-        self.win = win
-
-    def __getitem__(self, i: int) -> Token:
-        tok = self.win.get(i)
-        assert tok is not None
-        return tok
-
-
 @dataclass
 class HipifyOptions:
     """hipify-clang's options that change the translation (the others are accepted by the CLI)."""
