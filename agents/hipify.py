@@ -824,9 +824,16 @@ def check_text(data: bytes, filename: str = "<stdin>") -> str:
 def translate(source: str, options: HipifyOptions | None = None, filename: str = "<stdin>") -> HipifyResult:
     """Translate CUDA source text to HIP. Never raises for odd input: problems go in ``report.errors``."""
     options = options or HipifyOptions()
+    problem = None
     if not source.strip():
+        problem = "input is empty"
+    elif len(source) > MAX_INPUT_BYTES:
+        problem = f"input is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB"
+    elif "\0" in source[:65536]:
+        problem = "input looks binary (NUL characters), not CUDA source"
+    if problem:
         report = HipifyReport(filename)
-        report.errors.append(f"{filename}: input is empty")
+        report.errors.append(f"{filename}: {problem}")
         return HipifyResult(source, report, [])
     translator = _Translator(source, options, filename)
     text = translator.run()

@@ -179,9 +179,11 @@ def test_use_hip_data_types_with_roc() -> None:
     )
 
 
-def test_empty_input_is_an_error_not_an_exception() -> None:
+def test_bad_input_is_an_error_not_an_exception() -> None:
     result = translate("   \n")
     assert not result.ok and "empty" in result.report.errors[0]
+    assert "binary" in translate("ELF\0\0\1").report.errors[0]
+    assert "larger than" in translate("x" * (17 * 1024 * 1024)).report.errors[0]
 
 
 def test_lints_attached_to_result() -> None:
