@@ -386,6 +386,7 @@ def read_progress(job_dir: Path | str) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m hipbot.jobs.trainer JOB_DIR``: a user error goes to result.json and exit status 2."""
     argv = sys.argv[1:] if argv is None else argv
+    argv = [a for a in argv if not a.startswith(("--local_rank", "--local-rank"))]  # deepspeed launcher
     if len(argv) != 1:
         print("usage: python -m hipbot.jobs.trainer JOB_DIR", file=sys.stderr)
         return 2
