@@ -249,7 +249,11 @@ class HipBot(commands.Bot):
         rows = await asyncio.to_thread(self.state.open_job_messages)
         edited = 0
         for row in rows:
-            update = await asyncio.to_thread(handlers.job_status, self.settings, row["job_id"])
+            try:
+                update = await asyncio.to_thread(handlers.job_status, self.settings, row["job_id"])
+            except HipbotError as exc:  # coordinator down: keep the link, retry next tick
+                log.warning("cannot read job %s: %s", row["job_id"], exc)
+                continue
             if update is None:
                 await asyncio.to_thread(
                     self.state.update_job_message, row["job_id"], state="gone", render="", final=True

@@ -10,6 +10,7 @@ them in a thread.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -592,10 +593,13 @@ class JobUpdate:
 
 def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
     """What a job's status message should show now; None when the job no longer exists."""
+    number = parse_job_id(job_id)
     try:
-        job = _jobs(settings).get(parse_job_id(job_id))
-    except HipbotError:
-        return None
+        job = _jobs(settings).get(number)
+    except HipbotError as exc:
+        if f"no job #{number}" in str(exc):
+            return None
+        raise  # the coordinator is unreachable: keep the link, try again on the next tick
     state = job.get("state", "?")
     return JobUpdate(state, state in FINAL_STATES, job_reply(job))
 
@@ -929,46 +933,54 @@ def finetune(
 class LocalJobs:
     """The app's own database as the queue (no coordinator configured: the embedded default).
 
-    Workers reach this queue through ``hipbot coordinator`` running on the same database."""
+    Workers reach this queue through ``hipbot coordinator`` running on the same database. One
+    connection is shared by the event loop's worker threads, so calls take a lock."""
 
     def __init__(self, settings: Settings) -> None:
         from hipbot.jobs.queue import JobQueue
 
         self.settings = settings
         self.queue = JobQueue.open(settings.database)
+        self.lock = threading.RLock()
 
     def get(self, job_id: int) -> dict[str, Any]:
-        return self.queue.get(job_id).as_dict()
+        with self.lock:
+            return self.queue.get(job_id).as_dict()
 
     def list(
         self, *, owner: str | None = None, guild: str | None = None, limit: int = 25
     ) -> list[dict[str, Any]]:
-        return [j.as_dict() for j in self.queue.list(owner=owner, guild=guild, limit=limit)]
+        with self.lock:
+            return [j.as_dict() for j in self.queue.list(owner=owner, guild=guild, limit=limit)]
 
     def cancel(self, job_id: int) -> dict[str, Any]:
-        return self.queue.cancel(job_id).as_dict()
+        with self.lock:
+            return self.queue.cancel(job_id).as_dict()
 
     def workers(self) -> list[dict[str, Any]]:
-        return [w.as_dict() for w in self.queue.workers()]
+        with self.lock:
+            return [w.as_dict() for w in self.queue.workers()]
 
     def submit(
         self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
     ) -> dict[str, Any]:
+        """What the coordinator's POST /jobs does: store the attachment, estimate memory, queue,
+        and warn at once when no registered worker has the memory for the job."""
         import hashlib
         from pathlib import Path
 
+        from hipbot.jobs.memory import estimate, fit_message, load_model_config
         from hipbot.jobs.spec import parse_spec
 
         spec = parse_spec(text)
-        attachment_path = None
+        attachment_path = attachment_name = None
         if dataset is not None and dataset_name:
+            attachment_name = Path(dataset_name).name
             folder = self.settings.home / "uploads"
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{hashlib.sha256(dataset).hexdigest()[:16]}-{Path(dataset_name).name}"
+            path = folder / f"{hashlib.sha256(dataset).hexdigest()[:16]}-{attachment_name}"
             path.write_bytes(dataset)
             attachment_path = str(path)
-        from hipbot.jobs.memory import estimate, fit_message, load_model_config
-
         warning = None
         est = model_config = None
         try:
@@ -976,18 +988,18 @@ class LocalJobs:
             est = estimate(spec, model_config, 1)
         except Exception as exc:  # noqa: BLE001 - a Hub name offline: the job runs, unestimated
             warning = f"no memory estimate for {spec.model_name_or_path} ({type(exc).__name__}); any worker may take it"
-        job_row = self.queue.submit(
-            spec,
-            text,
-            owner=owner,
-            guild=guild,
-            model_config=model_config,
-            memory=est.as_dict() if est else None,
-            attachment_name=Path(dataset_name).name if attachment_path and dataset_name else None,
-            attachment_path=attachment_path,
-        )
-        # As the coordinator does: say at once when no registered worker has the memory for it.
-        workers = self.queue.workers()
+        with self.lock:
+            job_row = self.queue.submit(
+                spec,
+                text,
+                owner=owner,
+                guild=guild,
+                model_config=model_config,
+                memory=est.as_dict() if est else None,
+                attachment_name=attachment_name,
+                attachment_path=attachment_path,
+            )
+            workers = self.queue.workers()
         if est is not None and not any(
             estimate(spec, model_config, w.gpu_count).total_gib <= w.memory_gib for w in workers
         ):
@@ -995,13 +1007,23 @@ class LocalJobs:
         return {"job": job_row.as_dict(), "warning": warning}
 
 
-def _jobs(settings: Settings) -> Any:
-    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes."""
-    if settings.coordinator_url:
-        from hipbot.jobs.coordinator_client import CoordinatorClient
+_BACKENDS: dict[tuple[str, ...], Any] = {}
+_BACKENDS_LOCK = threading.Lock()
 
-        return CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
-    return LocalJobs(settings)
+
+def _jobs(settings: Settings) -> Any:
+    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes.
+    One per process and configuration: the status watcher calls this every few seconds."""
+    key = (str(settings.database), settings.coordinator_url or "", settings.coordinator_token or "")
+    with _BACKENDS_LOCK:
+        if key not in _BACKENDS:
+            if settings.coordinator_url:
+                from hipbot.jobs.coordinator_client import CoordinatorClient
+
+                _BACKENDS[key] = CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
+            else:
+                _BACKENDS[key] = LocalJobs(settings)
+        return _BACKENDS[key]
 
 
 def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:

@@ -712,3 +712,21 @@ async def test_help_is_private(harness: Harness) -> None:
     [response] = harness.rec.responses()
     assert response["payload"]["type"] == 4 and response["payload"]["data"]["flags"] == 64
     assert "/finetune" in response["payload"]["data"]["embeds"][0]["description"]
+
+
+async def test_watcher_keeps_links_while_the_coordinator_is_down(harness: Harness) -> None:
+    import dataclasses
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    harness.bot.settings = dataclasses.replace(
+        harness.bot.settings, coordinator_url=f"http://127.0.0.1:{port}"
+    )
+    harness.bot.state.link_job_message(
+        "3", channel_id=CHANNEL_ID, message_id=77, user_id=1, guild_id=GUILD_ID
+    )
+    assert await harness.bot.refresh_job_messages() == 0
+    assert [r["job_id"] for r in harness.bot.state.open_job_messages()] == ["3"]
+    assert not [c for c in harness.rec.calls if c["method"] == "PATCH"]
