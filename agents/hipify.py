@@ -45,7 +45,7 @@ from hipbot.agents.cpp_tokens import (
     match_token,
     tokenize,
 )
-from hipbot.agents.kernel_launch import LaunchError, hip_launch_text, parse_launch
+from hipbot.agents.kernel_launch import Launch, LaunchError, hip_launch_call, hip_launch_text, parse_launch
 
 from hipbot.errors import HipbotError
 
@@ -481,7 +481,7 @@ class _Translator:
         if half2_vars:
             self._half2_members(half2_vars, skipped)
         self.edits.sort(key=lambda e: (e[0], e[1]))
-        self._launches(launches, template_kernels)
+        self._launches(launches, template_kernels, skipped)
         if self.opt.insert_runtime_header and "runtime" not in self.inserted:
             where = self._header_insert_point(last_directive, pragma_once, first_include)
             self.edits.append((where, where, "\n#include <hip/hip_runtime.h>\n"))
@@ -708,7 +708,48 @@ class _Translator:
                 return prev.text if prev is not None and prev.kind == IDENT else None
         return None
 
-    def _launches(self, launches: list[int], template_kernels: set[str]) -> None:
+    def _macro_launches(
+        self,
+        launch: Launch,
+        macro: tuple[str, list[str], int],
+        skipped: list[tuple[int, int]],
+        template_kernels: set[str],
+    ) -> list[tuple[int, int, str]]:
+        """``#define L(k, g, b, ...) k<<<g, b>>>(__VA_ARGS__)`` used as ``L(kern, g, b, x)``: each use
+        becomes ``hipLaunchKernelGGL(kern, dim3(g), dim3(b), 0, 0, x)``; the definition stays."""
+        name, params, define_end = macro
+        src = self.src
+        starts = [a for a, _ in skipped]
+        out = []
+        for m in re.finditer(r"(?<![\w$])" + re.escape(name) + r"[ \t]*\(", src[define_end:]):
+            at = define_end + m.start()
+            k = bisect_left(starts, at + 1) - 1
+            if k >= 0 and skipped[k][0] <= at < skipped[k][1]:
+                continue
+            win = TokenWindow(src, at)
+            call = _call_args(win, 0)
+            if call is None:
+                continue
+            close, arg_ranges = call
+            values = [self.render(win.get(a).start, win.get(b).end).strip() for a, b in arg_ranges]
+            mapping = dict(zip([p for p in params if p != "..."], values, strict=False))
+            if params and params[-1] == "...":
+                mapping["__VA_ARGS__"] = ", ".join(values[len(params) - 1 :])
+
+            def subst(text: str, mapping: dict[str, str] = mapping) -> str:
+                return _IDENT.sub(lambda mm: mapping.get(mm.group(0), mm.group(0)), text)
+
+            kernel = subst(src[launch.kernel[0] : launch.kernel[1]])
+            config = [subst(src[a:b]) for a, b in launch.config]
+            args = subst(src[launch.args[0] : launch.args[1]]) if launch.args else None
+            base = kernel.split("<")[0].split("::")[-1].strip()
+            templated = "<" in kernel or base in template_kernels
+            out.append((at, win.get(close).end, hip_launch_call(kernel, config, args, templated)))
+        return out
+
+    def _launches(
+        self, launches: list[int], template_kernels: set[str], skipped: list[tuple[int, int]]
+    ) -> None:
         hip_syntax = self.opt.hip_kernel_execution_syntax
         new_edits = []
         last_end = -1
@@ -728,12 +769,18 @@ class _Translator:
             self.report.by_type["kernel_launch"] += 1
             if not hip_syntax or launch.start < last_end:
                 continue
-            kernel_text = src[launch.kernel[0] : launch.kernel[1]]
+            kernel_text = src[launch.kernel[0] : launch.kernel[1]].strip()
+            macro = _macro_around(src, pos)
+            if macro is not None and kernel_text in macro[1]:
+                # the kernel is a macro parameter: like hipify-clang, rewrite each use of the macro
+                new_edits.extend(self._macro_launches(launch, macro, skipped, template_kernels))
+                continue
             base = kernel_text.split("<")[0].split("::")[-1].strip()
             text = hip_launch_text(launch, self.render, base in template_kernels)
             new_edits.append((launch.start, launch.end, text))
             last_end = launch.end
         if new_edits:
+            new_edits.sort(key=lambda e: (e[0], e[1]))
             kept = []
             j = 0
             for e in self.edits:  # drop the edits a rewritten launch already carries
@@ -757,6 +804,33 @@ class _Translator:
         if pragma_once >= 0:
             return pragma_once
         return first_include if first_include >= 0 else 0
+
+
+_DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:
+    """(name, parameters, end offset) of the function-like ``#define`` whose body holds ``pos``."""
+    start = src.rfind("\n", 0, pos) + 1
+    while start > 1 and src[max(0, start - 3) : start].rstrip("\r\n").endswith("\\"):
+        start = src.rfind("\n", 0, start - 1) + 1
+    m = _DEFINE.match(src, start)
+    if m is None:
+        return None
+    end = pos
+    while True:
+        nl = src.find("\n", end)
+        if nl == -1:
+            end = len(src)
+            break
+        if src[max(0, nl - 2) : nl].rstrip("\r").endswith("\\"):
+            end = nl + 1
+            continue
+        end = nl
+        break
+    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+    return m.group(1), params, end
 
 
 def _looks_cuda(name: str) -> bool:

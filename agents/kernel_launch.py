@@ -177,17 +177,26 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
 
 def hip_launch_text(launch: Launch, render: Callable[[int, int], str], kernel_is_template: bool) -> str:
     """The ``hipLaunchKernelGGL(...)`` call for a parsed launch; ``render`` gives translated text."""
-    kern = render(*launch.kernel).strip()
-    if launch.templated or kernel_is_template:
-        kern = "HIP_KERNEL_NAME(" + kern + ")"  # cub:: in it is already hipcub:: (rendered edits)
+    config = [render(*rng) for rng in launch.config]
+    args = render(*launch.args) if launch.args is not None else None
+    return hip_launch_call(render(*launch.kernel), config, args, launch.templated or kernel_is_template)
+
+
+def hip_launch_call(kernel: str, config: list[str], args: str | None, templated: bool) -> str:
+    """``hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), shmem, stream, args...)`` from parts:
+    ``HIP_KERNEL_NAME(...)`` around a template kernel, ``dim3(...)`` unless already written so,
+    ``0`` for an omitted shared-memory size or stream (``cub::`` is already ``hipcub::`` in ``kernel``)."""
+    kern = kernel.strip()
+    if templated:
+        kern = "HIP_KERNEL_NAME(" + kern + ")"
     parts = [kern]
-    for n, rng in enumerate(launch.config):
-        text = render(*rng).strip()
+    for n, text in enumerate(config):
+        text = text.strip()
         if n < 2 and not text.startswith("dim3("):
             text = f"dim3({text})"
         parts.append(text)
     while len(parts) < 5:
         parts.append("0")
-    if launch.args is not None:
-        parts.append(render(*launch.args).strip())
+    if args is not None and args.strip():
+        parts.append(args.strip())
     return "hipLaunchKernelGGL(" + ", ".join(parts) + ")"

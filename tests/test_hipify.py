@@ -246,3 +246,15 @@ def test_roc_complex_types_and_sparse_stage_arguments() -> None:
         "st = rocsparse_spmv(h, op, a, A, x, b, y, t, alg, rocsparse_spmv_stage_compute, buf);\n"
     )
     assert hip(src, insert_runtime_header=False).startswith("hipDoubleComplex z; hipComplex c;\n")
+
+
+def test_launch_macro_taking_the_kernel_is_rewritten_where_used() -> None:
+    src = (
+        "#define CUDA_LAUNCH(call, g, b, ...) \\\n    call<<<g, b>>>(__VA_ARGS__);\n"
+        "void f() {\n  CUDA_LAUNCH(Inc1, grid, block, cudaMemcpyHostToDevice, y);\n"
+        "  // CUDA_LAUNCH(in, a, comment);\n}\n"
+    )
+    out = hip(src, hip_kernel_execution_syntax=True, insert_runtime_header=False)
+    assert "  hipLaunchKernelGGL(Inc1, dim3(grid), dim3(block), 0, 0, hipMemcpyHostToDevice, y);\n" in out
+    assert "    call<<<g, b>>>(__VA_ARGS__);\n" in out
+    assert "// CUDA_LAUNCH(in, a, comment);" in out
