@@ -92,9 +92,9 @@ def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
 def commands_cmd(as_json: bool) -> None:
     """Print the command tree (names, options, permissions) without connecting."""
     from hipbot.bot.discord_app import HipBot, command_tree_json
+    from hipbot.bot.state import BotState
 
-    settings = load_settings()
-    bot = HipBot(settings, state=_open_state(settings))
+    bot = HipBot(load_settings(), state=BotState.open(":memory:"))  # builds the tree; touches no file
     tree = command_tree_json(bot)
     if as_json:
         click.echo(json.dumps(tree, indent=2, ensure_ascii=False))
