@@ -169,7 +169,8 @@ def truncate(text: str, limit: int, marker: str = "…") -> str:
 def code_block(code: str, lang: str = "cpp") -> str:
     # A ``` inside the code would close the fence early; a zero-width space keeps it visible and inert.
     safe = code.replace("```", "`\u200b``")
-    return f"```{lang}\n{safe.rstrip()}\n```"
+    body = safe.rstrip().lstrip("\n")  # leading blank lines only push the code down
+    return f"```{lang}\n{body}\n```"
 
 
 def code_reply_parts(code: str, filename: str, lang: str = "cpp") -> tuple[str, list[Attachment]]:
