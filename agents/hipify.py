@@ -534,7 +534,7 @@ class _Translator:
             self._unconverted(tok, tok.text, r.reason or "unsupported", r.library, detail)
             return
         target = r.target
-        if tok.text in self.special:
+        if tok.text in self.calls or tok.text in self.overloads:
             target = self._call_rewrite(tok) or target
         if target != tok.text:
             self.edit(tok.start, tok.end, target)
