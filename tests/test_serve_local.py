@@ -10,7 +10,7 @@ import pytest
 from hipbot.jobs.base_models import default_model_dir, is_prepared
 from hipbot.jobs.chat import _messages, stream_chat
 from hipbot.jobs.local_vllm import LocalVllm, start_detached, state_file, stop_detached
-from hipbot.jobs.vllm_client import _sse_data
+from hipbot.jobs.vllm_client import ChatTimeout, _sse_data
 
 from hipbot.cli import main
 from hipbot.errors import HipbotError
@@ -103,6 +103,8 @@ def test_base_chat_through_llm_url(vllm_server, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("HIPBOT_LLM_URL", vllm_server.url + "/v1")
     pieces = list(stream_chat(load_settings(), "Say hello.", max_tokens=8, temperature=0, timeout=60))
     assert len(pieces) > 1
+    with pytest.raises(ChatTimeout, match="did not (answer|finish its answer) within 0.05 s"):
+        list(stream_chat(load_settings(), "Write a long story.", max_tokens=200, timeout=0.05))
 
 
 def test_chat_without_adapter_runs_the_porting_agent(capsys) -> None:
