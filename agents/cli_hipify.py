@@ -254,8 +254,7 @@ def _emit_single(
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(result.text, encoding="utf-8")
         elif not as_json:
-            sys.stdout.write(result.text)
-            sys.stdout.flush()
+            _write_stdout(result.text)
     if print_stats or examine:
         _print_stats(result.report)
     if print_stats_csv and not examine:
@@ -273,6 +272,17 @@ def _emit_single(
             record["text"] = result.text
         click.echo(json.dumps(record, indent=2))
     return failed
+
+
+def _write_stdout(text: str) -> None:
+    """UTF-8 bytes whatever the locale says (sources carry non-ASCII comments), line endings kept."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
 
 
 def _print_findings(result: hipify_lib.HipifyResult) -> None:
