@@ -11,6 +11,7 @@ translated by a small glossary so BM25 and the English embedding model still hav
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
 RRF_K = 60
+COMMON_DF = 0.1
 
 STOPWORDS = frozenset(
     [
@@ -312,6 +314,12 @@ class Retriever:
             np.vstack([blob_to_vector(r[1]) for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
         )
         self._embedder = None
+        # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
+        self.df: Counter[str] = Counter()
+        self.prose_count = 0
+        for (text,) in db.execute("SELECT section || ' ' || text FROM docs_chunks WHERE kind = 'prose'"):
+            self.df.update({w.lower() for w in _WORD.findall(text)})
+            self.prose_count += 1
 
     @property
     def dense_available(self) -> bool:
@@ -329,12 +337,19 @@ class Retriever:
         if self.dense_available:
             self._embed("warm up")
 
+    def selective(self, terms: list[str]) -> list[str]:
+        """Drop the corpus' own stop words (in over COMMON_DF of the passages: hip, amd, cuda, gpu)
+        when rarer words remain, so BM25 ranks on what the question is about."""
+        limit = COMMON_DF * max(self.prose_count, 1)
+        rare = [t for t in terms if self.df.get(t, 0) <= limit]
+        return rare or terms
+
     def bm25(self, terms: list[str], kind: str = "prose", limit: int = 50) -> list[int]:
         if not terms:
             return []
         rows = self.db.execute(
             "SELECT f.rowid FROM docs_fts f JOIN docs_chunks c ON c.id = f.rowid"
-            " WHERE docs_fts MATCH ? AND c.kind = ? ORDER BY bm25(docs_fts, 3.0, 1.0, 5.0) LIMIT ?",
+            " WHERE docs_fts MATCH ? AND c.kind = ? ORDER BY bm25(docs_fts, 2.0, 1.0, 5.0) LIMIT ?",
             [_fts_query(terms), kind, limit],
         ).fetchall()
         return [r[0] for r in rows]
@@ -364,7 +379,7 @@ class Retriever:
         expanded = expand_query(question)
         terms = query_terms(expanded)
         identifiers = identifiers or []
-        lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(terms))]
+        lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(self.selective(terms)))]
         # A question written mostly in another language embeds badly; embed its English part.
         dense_text = " ".join(terms) if has_cjk(question) else expanded
         if dense_text.strip():
