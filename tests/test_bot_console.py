@@ -42,7 +42,13 @@ def test_hipify_pasted_code_ends_with_a_dot(tmp_path: Path) -> None:
 
 def test_hipify_file_path_long_output_saved(tmp_path: Path) -> None:
     source = tmp_path / "big.cu"
-    source.write_text(CUDA + "".join(f"void f{i}(float* p) {{ cudaFree(p); }}\n" for i in range(200)))
+    source.write_text(
+        CUDA
+        + "".join(
+            f"__global__ void k{i}(float* p) {{ p[threadIdx.x] += {i}; }}\nvoid f{i}(float* p) {{ cudaMalloc(&p, {i}); k{i}<<<1, 64>>>(p); cudaFree(p); }}\n"
+            for i in range(100)
+        )
+    )
     console, out = make_console(tmp_path, [f"/hipify {source}", f"/hipify {source} --arch"])
     console.loop()
     saved = next(line for line in out if line.startswith("[attachment big.hip saved to "))

@@ -367,7 +367,10 @@ async def test_hipify_defers_then_follows_up_with_code_and_report(harness: Harne
 
 
 async def test_hipify_attachment_in_long_result_out_as_file(harness: Harness) -> None:
-    body = "".join(f"void f{i}(float* p) {{ cudaMalloc(&p, {i}); cudaFree(p); }}\n" for i in range(200))
+    body = "".join(
+        f"__global__ void k{i}(float* p) {{ p[threadIdx.x] += {i}; }}\nvoid f{i}(float* p) {{ cudaMalloc(&p, {i}); k{i}<<<1, 64>>>(p); cudaFree(p); }}\n"
+        for i in range(200)
+    )
     value, resolved = harness.attachment("big.cu", ("#include <cuda_runtime.h>\n" + body).encode())
     await harness.slash("hipify", [{"name": "file", "type": 11, **value}], resolved=resolved)
     followup = harness.rec.responses()[1]

@@ -121,7 +121,8 @@ def test_hipify_inline_with_report_and_lints(ctx: Context) -> None:
 
 def test_hipify_attachment_long_output_as_file(ctx: Context) -> None:
     code = "#include <cuda_runtime.h>\n" + "".join(
-        f"void f{i}(float* p) {{ cudaFree(p); }}\n" for i in range(300)
+        f"__global__ void k{i}(float* p) {{ p[threadIdx.x] += {i}; }}\nvoid f{i}(float* p) {{ cudaMalloc(&p, {i}); k{i}<<<1, 64>>>(p); cudaFree(p); }}\n"
+        for i in range(150)
     )
     reply = handlers.hipify(ctx, attachment=("big.cu", code.encode()))
     assert reply.text == ""
