@@ -733,3 +733,34 @@ async def test_watcher_keeps_links_while_the_coordinator_is_down(harness: Harnes
     assert await harness.bot.refresh_job_messages() == 0
     assert [r["job_id"] for r in harness.bot.state.open_job_messages()] == ["3"]
     assert not [c for c in harness.rec.calls if c["method"] == "PATCH"]
+
+
+async def test_oversized_attachment_is_refused_before_download(harness: Harness) -> None:
+    value, resolved = harness.attachment("huge.cu", b"cudaFree(p);")
+    resolved["attachments"][value["value"]]["size"] = 50 * 1024 * 1024
+    await harness.slash("hipify", [{"name": "file", "type": 11, **value}], resolved=resolved)
+    error = harness.rec.responses()[-1]["payload"]
+    assert error["flags"] & 64 and "huge.cu is 50 MiB" in error["content"]
+    assert not [c for c in harness.rec.calls if c["kind"] == "http"]  # nothing was fetched
+
+
+async def test_finetune_status_goes_to_the_notice_channel(harness: Harness, tmp_path: Path) -> None:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    notice = 9999
+    harness.bot.state.save_guild_config(
+        GuildConfig(guild_id=GUILD_ID, finetune_roles=["everyone"], notice_channel_id=notice)
+    )
+    data_value, resolved = harness.attachment("porting.json", DATASET)
+    await harness.slash(
+        "finetune",
+        [{"name": "model", "type": 3, "value": str(model)}, {"name": "dataset", "type": 11, **data_value}],
+        resolved=resolved,
+    )
+    posted = [
+        c for c in harness.rec.calls if c["kind"] == "http" and f"/channels/{notice}/messages" in c["path"]
+    ]
+    assert posted and posted[0]["payload"]["embeds"][0]["title"].startswith("Fine-tune #")
+    [row] = harness.bot.state.open_job_messages()
+    assert row["channel_id"] == notice
