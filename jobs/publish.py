@@ -330,23 +330,27 @@ def _client(server: Server, timeout: float = 60.0) -> VllmClient:
     return VllmClient(server.url, api_key=server.api_key, timeout=timeout, name=server.name)
 
 
-def _place(adapter: Adapter, server: Server) -> tuple[str, bool]:
-    """Make the files visible to ``server``; return (path as vLLM sees it, whether we copied)."""
+def _lora_path(adapter: Adapter, server: Server) -> tuple[str, bool, Path]:
+    """(path as vLLM sees it, whether the files are a copy, that folder on this side)."""
     root = server.adapter_dir.resolve()
+    source = adapter.path.resolve()
+    if source.parent == root:  # the registry's store is the server's volume: nothing to copy
+        return f"{server.vllm_adapter_dir.rstrip('/')}/{source.name}", False, source
+    return f"{server.vllm_adapter_dir.rstrip('/')}/{adapter.name}", True, child_dir(root, adapter.name)
+
+
+def _stage(adapter: Adapter, dest: Path, copied: bool) -> None:
+    """Check the stored weights are still the registered ones and copy them where vLLM reads."""
     source = adapter.path.resolve()
     if sha256_file(source / WEIGHTS_FILE) != adapter.sha256:
         raise HipbotError(
             f"the stored weights of {adapter.name!r} changed since registration (sha256 mismatch)",
             hint="register the adapter again under a new name",
         )
-    if source.parent == root:
-        relative, copied = source.name, False  # the registry's store is the server's volume
-    else:
-        dest = child_dir(root, adapter.name)
-        if not ((dest / WEIGHTS_FILE).is_file() and sha256_file(dest / WEIGHTS_FILE) == adapter.sha256):
-            _copy_adapter(source, dest)
-        relative, copied = adapter.name, True
-    return f"{server.vllm_adapter_dir.rstrip('/')}/{relative}", copied
+    if copied and not (
+        (dest / WEIGHTS_FILE).is_file() and sha256_file(dest / WEIGHTS_FILE) == adapter.sha256
+    ):
+        _copy_adapter(source, dest)
 
 
 def _targets(registry: Registry, server: str | None, adapter: Adapter) -> list[Server]:
@@ -373,13 +377,13 @@ def publish_to(registry: Registry, adapter: Adapter, server: Server) -> PublishR
     problems = server_problems(adapter, server)
     if problems:
         raise AdapterRejected(f"cannot publish {adapter.name!r} to {server.name}", problems)
-    lora_path, copied = _place(adapter, server)
+    lora_path, copied, local = _lora_path(adapter, server)
     with _client(server) as client:
-        loaded = client.adapters()
-        current = loaded.get(adapter.name)
+        current = client.adapters().get(adapter.name)
         if current is not None and current.root == lora_path:
-            action = "already loaded"
+            action = "already loaded"  # the periodic sync lands here: no hashing, no copying
         else:
+            _stage(adapter, local, copied)
             client.load_adapter(adapter.name, lora_path, inplace=current is not None)
             action = "reloaded" if current is not None else "loaded"
     registry.mark_loaded(adapter.name, server.name, lora_path, copied)
@@ -406,7 +410,7 @@ def unpublish(registry: Registry, name: str, server: str | None = None) -> list[
             with _client(target) as client:
                 action = "unloaded" if client.unload_adapter(name) else "not loaded"
         except ServerDown as exc:
-            action, detail = "unloaded", f"server down ({exc.message})"
+            action, detail = "forgotten", f"server not reachable ({exc.message})"
         else:
             detail = ""
         registry.mark_unloaded(name, server_name)

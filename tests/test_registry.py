@@ -18,6 +18,7 @@ from hipbot.jobs.publish import (
     inspect_adapter,
     publish,
     register_adapter,
+    unpublish,
     unregister_adapter,
 )
 from hipbot.jobs.registry import Registry, Server, validate_name
@@ -219,6 +220,12 @@ def test_server_down_is_a_clear_error(
     assert main(["serve", "servers", "check", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report[0]["healthy"] is False
+    # Unpublishing from a server that is gone forgets the wish (a stopped vLLM forgot it too).
+    registry.mark_loaded("hip", "dead", "/adapters/hip", copied=True)
+    (result,) = unpublish(registry, "hip")
+    assert (result.action, registry.get("hip").servers) == ("forgotten", ())
+    assert main(["serve", "sync"]) == 1
+    assert "dead: DOWN" in capsys.readouterr().out
 
 
 def test_chat_needs_a_published_adapter(registry: Registry, settings, lora_rank8: Path) -> None:

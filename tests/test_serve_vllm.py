@@ -120,7 +120,7 @@ def test_job_adapter_lifecycle_on_vllm(
 
 
 def test_server_refusals_become_clear_errors(
-    vllm_server, lora_rank32: Path, smollm2_path: Path, capsys
+    vllm_server, lora_rank32: Path, lora_rank8: Path, capsys
 ) -> None:
     # A server record that overstates --max-lora-rank lets the adapter through the pre-check:
     # vLLM's own refusal (HTTP 500 "LoRA rank 32 is greater than max_lora_rank 16") must read well.
@@ -130,6 +130,14 @@ def test_server_refusals_become_clear_errors(
     assert err.startswith("error: vLLM server lying refused to load adapter 'big'")
     assert "LoRA rank 32 is greater than max_lora_rank 16" in err
     assert Registry.open(load_settings()).get("big").servers == ()
+    # Stored weights that changed after registration are never served.
+    assert main(["serve", "register", "small", "--path", str(lora_rank8)]) == 0
+    stored = Registry.open(load_settings()).get("small").path / "adapter_model.safetensors"
+    data = bytearray(stored.read_bytes())
+    data[-1] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    assert main(["serve", "publish", "small", "--server", "lying"]) == 1
+    assert "stored weights of 'small' changed since registration" in capsys.readouterr().err
     with VllmClient(vllm_server.url) as client:
         with pytest.raises(VllmRejected, match="HTTP 500.*greater than max_lora_rank 16") as info:
             client.load_adapter("big-direct", str(lora_rank32))
