@@ -98,6 +98,7 @@ class HipBot(commands.Bot):
         self.state = state or BotState.open(settings.database)
         self.watch_interval = watch_interval
         self._watcher: asyncio.Task[None] | None = None
+        self._warm: asyncio.Task[bool] | None = None  # the answer engine loading in a thread
         register_commands(self)
         self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
 
@@ -120,6 +121,9 @@ class HipBot(commands.Bot):
     async def setup_hook(self) -> None:
         self.add_dynamic_items(HipbotButton)
         self._watcher = asyncio.create_task(self._watch_jobs(), name="hipbot-job-watcher")
+        self._warm = asyncio.create_task(
+            asyncio.to_thread(handlers.warm_up, self.settings), name="hipbot-warm-up"
+        )
 
     async def close(self) -> None:
         if self._watcher is not None:

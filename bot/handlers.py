@@ -191,6 +191,18 @@ def vote(ctx: Context, answer_id: int, value: int) -> Reply:
     )
 
 
+def warm_up(settings: Settings) -> bool:
+    """Load the answer engine (API index, embedding model) before the first question arrives;
+    False when the docs are not ingested yet (the first /ask then says what to run)."""
+    from hipbot.agents import answers
+
+    try:
+        answers.get_answerer(settings).warm_up()
+    except HipbotError:
+        return False
+    return True
+
+
 # -- /hipify and "Convert to HIP" ---------------------------------------------------------------
 
 

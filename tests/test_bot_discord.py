@@ -281,6 +281,8 @@ async def harness(tmp_path: Path):
     yield Harness(bot, recorder)
     if bot._watcher is not None:
         bot._watcher.cancel()
+    if bot._warm is not None:
+        assert await bot._warm is False  # nothing ingested in this home: /ask will say what to run
     async_context.reset(token)
 
 
