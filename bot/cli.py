@@ -125,6 +125,12 @@ def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
             if not console.handle(line):
                 break
         return
+    import threading
+
+    from hipbot.bot.handlers import warm_up
+
+    # Load the answer engine while the user types the first line.
+    threading.Thread(target=warm_up, args=(settings,), daemon=True, name="hipbot-warm-up").start()
     console.loop()
 
 
