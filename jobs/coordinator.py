@@ -141,7 +141,8 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
 
     @app.exception_handler(HipbotError)
     async def _user_error(request: Request, exc: HipbotError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": str(exc)})
+        status = 404 if exc.message.startswith(("no job #", "no worker ")) else 400
+        return JSONResponse(status_code=status, content={"detail": str(exc)})
 
     @app.exception_handler(PermissionError)
     async def _forbidden(request: Request, exc: PermissionError) -> JSONResponse:

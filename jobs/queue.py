@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -304,13 +305,15 @@ class JobQueue:
         now = utcnow()
         base = spec.model_name_or_path
         default_name = f"{base.rstrip('/').split('/')[-1]}-lora-r{spec.lora_rank}"
+        # The name becomes part of the adapter's folder and of the served model's name.
+        clean = re.sub(r"[^A-Za-z0-9._-]+", "-", name or default_name).strip(".-")[:80] or default_name
         cur = self.db.execute(
             """INSERT INTO jobs (name, owner, guild, state, priority, spec_yaml, spec_json, base_model,
                  attachment_name, attachment_path, model_config_json, memory_gib, memory_json, max_attempts,
                  worker_id, created_at, updated_at, started_at, attempts)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [
-                name or default_name,
+                clean,
                 owner,
                 guild,
                 state,

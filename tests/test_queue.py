@@ -49,6 +49,7 @@ def test_submit_list_get_and_serving_fields(queue) -> None:
     assert queue.list(owner="bob") == [] and queue.list(guild="g1")[0].id == job.id
     assert "#1 base-model-lora-r16 [queued]" in job.line()
     assert queue.tail(job.id)[0].startswith("submitted by alice")
+    assert queue.submit(spec, YAML, name="../../etc/my adapter").name == "etc-my-adapter"
     with pytest.raises(HipbotError, match="no job #99"):
         queue.get(99)
 
