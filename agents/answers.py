@@ -448,7 +448,7 @@ class Answerer:
     def refresh(self) -> None:
         """Reload if another process re-ingested since we loaded (cheap check)."""
         meta = get_meta(self.db)
-        if meta.get("ingested_at") != self.meta.get("ingested_at"):
+        if meta.get("ingest_id") != self.meta.get("ingest_id"):
             self.meta = meta
             self._load()
 

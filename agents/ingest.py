@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -119,6 +120,7 @@ def ingest(
                     "corpus": str(root),
                     "embedding_model": settings.embedding_model,
                     "ingested_at": utcnow(),
+                    "ingest_id": uuid.uuid4().hex,  # lets a running engine notice a re-ingest
                     **{f"commit:{top}": commit for top, commit in refs.items()},
                 },
             )

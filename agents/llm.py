@@ -10,8 +10,6 @@ import httpx
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 
-MAX_TOKENS = 320
-
 
 def base_url(url: str) -> str:
     """``http://host:8000`` -> ``http://host:8000/v1`` (what vLLM serves); a URL with a path is kept."""
@@ -44,8 +42,9 @@ def served_model(settings: Settings) -> str:
     return models[0]
 
 
-def chat_model(settings: Settings, max_tokens: int = MAX_TOKENS):
-    """A ``ChatOpenAI`` for the configured endpoint (temperature 0: answers should not vary)."""
+def chat_model(settings: Settings):
+    """A ``ChatOpenAI`` for the configured endpoint (temperature 0: answers should not vary;
+    ``HIPBOT_LLM_MAX_TOKENS`` bounds the answer)."""
     if not settings.llm_url:
         raise HipbotError(
             "no LLM endpoint configured", hint="set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)"
@@ -58,7 +57,7 @@ def chat_model(settings: Settings, max_tokens: int = MAX_TOKENS):
         api_key=settings.llm_api_key or "EMPTY",
         timeout=settings.llm_timeout,
         temperature=0,
-        max_tokens=max_tokens,
+        max_tokens=settings.llm_max_tokens,
         max_retries=1,
     )
 

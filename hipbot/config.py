@@ -42,6 +42,7 @@ class Settings:
     llm_model: str | None = None
     llm_api_key: str = "EMPTY"
     llm_timeout: float = 60.0
+    llm_max_tokens: int = 512
     discord_token: str | None = None
     coordinator_url: str | None = None
     coordinator_token: str | None = None
@@ -75,6 +76,7 @@ ENV: dict[str, tuple[str, ...]] = {
     "llm_model": ("HIPBOT_LLM_MODEL",),
     "llm_api_key": ("HIPBOT_LLM_API_KEY",),
     "llm_timeout": ("HIPBOT_LLM_TIMEOUT",),
+    "llm_max_tokens": ("HIPBOT_LLM_MAX_TOKENS",),
     "discord_token": ("HIPBOT_DISCORD_TOKEN", "DISCORD_TOKEN"),
     "coordinator_url": ("HIPBOT_COORDINATOR_URL",),
     "coordinator_token": ("HIPBOT_COORDINATOR_TOKEN",),
@@ -85,6 +87,7 @@ ENV: dict[str, tuple[str, ...]] = {
 
 _PATH_FIELDS = {"home", "db_path", "docs_path", "adapters_dir", "models_dir"}
 _FLOAT_FIELDS = {"llm_timeout"}
+_INT_FIELDS = {"llm_max_tokens"}
 
 
 def _coerce(name: str, value: object) -> object:
@@ -95,6 +98,11 @@ def _coerce(name: str, value: object) -> object:
             return float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError) as exc:
             raise HipbotError(f"setting {name!r} must be a number, got {value!r}") from exc
+    if name in _INT_FIELDS:
+        try:
+            return int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise HipbotError(f"setting {name!r} must be a whole number, got {value!r}") from exc
     return str(value)
 
 

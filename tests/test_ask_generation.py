@@ -17,7 +17,10 @@ FAQ = "HIP/docs/how-to/faq.md"
 
 @pytest.fixture(scope="module")
 def llm_settings(ingested_docs: IngestedDocs, vllm_server):
-    return replace(ingested_docs.settings, llm_url=vllm_server.url, llm_model=None, llm_timeout=180.0)
+    # A short answer keeps this CPU-served test quick; the length does not change what is checked.
+    return replace(
+        ingested_docs.settings, llm_url=vllm_server.url, llm_model=None, llm_timeout=180.0, llm_max_tokens=64
+    )
 
 
 def test_endpoint_url_and_model_are_discovered(llm_settings, vllm_server) -> None:
