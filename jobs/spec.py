@@ -33,7 +33,6 @@ IGNORED_KEYS = frozenset(
     {
         "do_train",
         "overwrite_cache",
-        "overwrite_output_dir",
         "preprocessing_num_workers",
         "dataloader_num_workers",
         "plot_loss",
@@ -134,6 +133,7 @@ class JobSpec(BaseModel):
     eval_strategy: str = "no"
     eval_steps: float | None = None
     resume_from_checkpoint: str | bool | None = None
+    overwrite_output_dir: bool = False
     seed: int = 42
 
     @field_validator("lora_target", "additional_target", "dataset", mode="before")

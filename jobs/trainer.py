@@ -51,6 +51,7 @@ def write_job(
     dataset_dir: Path | None = None,
     allow_remote_code: bool = False,
     device: str = "auto",
+    resume: bool = False,
 ) -> Path:
     """The job folder a training child reads: spec plus where to read and write."""
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -60,6 +61,7 @@ def write_job(
         "dataset_dir": str(dataset_dir or spec.dataset_dir),
         "allow_remote_code": allow_remote_code,
         "device": device,
+        "resume": resume,
     }
     (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return job_dir
@@ -323,8 +325,9 @@ def train(job_dir: Path | str) -> dict[str, Any]:
         resume = spec.resume_from_checkpoint if isinstance(spec.resume_from_checkpoint, str) else True
         if resume is True:
             resume = str(last_checkpoint(output_dir)) if last_checkpoint(output_dir) else None
-    elif last_checkpoint(output_dir) is not None:
-        resume = str(last_checkpoint(output_dir))  # a restarted job continues where it stopped
+    elif last_checkpoint(output_dir) is not None and (job.get("resume") or not spec.overwrite_output_dir):
+        # A restarted job continues where it stopped (LLaMA-Factory's rule: unless overwrite_output_dir).
+        resume = str(last_checkpoint(output_dir))
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()

@@ -165,6 +165,7 @@ class WorkerAgent:
             dataset_dir=dataset_dir,
             allow_remote_code=self.allow_remote_code,
             device="auto" if self.info.gpus else "cpu",
+            resume=bool(job.get("checkpoint_step")),
         )
         state: dict[str, Any] = {
             "progress": None,
