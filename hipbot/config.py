@@ -136,5 +136,5 @@ def load_settings(env: dict[str, str] | None = None, **overrides: object) -> Set
             if env.get(var):
                 values[name] = _coerce(name, env[var])
                 break
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values.update({k: _coerce(k, v) for k, v in overrides.items() if v is not None})
     return replace(Settings(), **values)

@@ -54,3 +54,9 @@ def test_cli_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> Non
 def test_cli_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
+
+
+def test_settings_overrides_are_coerced(tmp_path: Path) -> None:
+    s = load_settings({}, home=str(tmp_path), llm_timeout="7")
+    assert s.database == tmp_path / "hipbot.db"
+    assert s.llm_timeout == 7.0
