@@ -138,7 +138,8 @@ def candidate_scanner(
     ``ident_prefixes``. It then matches one token of interest: a comment or string/char literal
     (so that callers can skip them), a preprocessor directive head, ``<<<``, a candidate identifier,
     or (when ``numbers`` lists some) one of those number spellings. So the Python loop runs once per
-    interesting token, not once per token.
+    interesting token, not once per token. The ``end`` alternative lets a trailing run of such
+    text match once, instead of failing and being re-scanned from every later offset (quadratic).
     """
     alts = "|".join(re.escape(p) for p in sorted(ident_prefixes, key=len, reverse=True))
     if numbers:
@@ -170,6 +171,7 @@ def candidate_scanner(
         + number_alt
         + r"""
       | (?P<other>[\w$]+)
+      | (?P<end>\Z)
         )""",
         re.VERBOSE,
     )
@@ -187,7 +189,7 @@ def scan(source: str, scanner: re.Pattern[str]) -> Iterator[Token]:
 def match_token(source: str, m: re.Match[str]) -> Token | None:
     """The token a ``candidate_scanner`` match stands for (None for text of no interest)."""
     kind = m.lastgroup
-    if kind == "other":
+    if kind in ("other", "end"):
         return None
     start, end = m.span(kind)
     if kind in (INCLUDE, DIRECTIVE):

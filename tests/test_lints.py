@@ -76,3 +76,15 @@ def test_positions_and_translation_stage() -> None:
         ("AMD007", 2, 1, "hip"),
     ]
     assert found[0].to_dict()["filename"] == "t.cu"
+
+
+def test_scanner_is_linear_when_no_candidate_follows() -> None:
+    """A long tail with nothing of interest once made the scanner re-run from every offset."""
+    from hipbot.agents.cpp_tokens import candidate_scanner, scan
+
+    scanner = candidate_scanner(("cuda",))
+    tail = "void f(float* p) { g(p); }\n" * 20000
+    tokens = list(scan("cudaFree(p);\n" + tail, scanner))
+    assert [t.text for t in tokens] == ["cudaFree"]
+    # Linearity: the regex engine's work for the tail is bounded by counting matches attempted.
+    assert sum(1 for _ in scanner.finditer(tail)) <= 3
