@@ -561,11 +561,16 @@ def register_commands(bot: HipBot) -> None:
 
     @tree.command(name="workers", description="Registered GPU workers (admin)")
     @app_commands.guild_only()
+    # Hidden from members without Manage Server; server owners can grant it to roles in
+    # Discord's Integrations settings. The bot still checks its own admin roles.
+    @app_commands.default_permissions(manage_guild=True)
     async def workers_cmd(interaction: discord.Interaction) -> None:
         await bot.run_handler(interaction, handlers.workers, ephemeral=True)
 
     @tree.command(name="ingest", description="Re-read the HIP docs into the answers database (admin)")
     @app_commands.guild_only()
+    # Hidden like /workers.
+    @app_commands.default_permissions(manage_guild=True)
     async def ingest_cmd(interaction: discord.Interaction) -> None:
         await bot.run_handler(interaction, handlers.ingest, ephemeral=True)
 
