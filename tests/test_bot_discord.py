@@ -325,7 +325,7 @@ def test_command_tree_json(tmp_path: Path) -> None:
     assert tree["ask"]["options"][0]["name"] == "question" and tree["ask"]["options"][0]["required"]
     assert {o["name"] for o in tree["finetune"]["options"]} >= {"config", "dataset", "model", "lora_rank"}
     assert tree["finetune"]["contexts"] == [0]  # guild only
-    manage_guild = str(1 << 5)
+    manage_guild = 1 << 5
     assert tree["workers"]["default_member_permissions"] == manage_guild
     assert tree["ingest"]["default_member_permissions"] == manage_guild
     assert tree["ask"]["default_member_permissions"] is None
