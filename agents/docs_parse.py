@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_CHARS = 1100  # ~250 word pieces: what all-MiniLM-L6-v2 reads before truncating
+MIN_TAIL_CHARS = 250
 
 
 @dataclass(frozen=True)
@@ -247,17 +248,27 @@ def _pack(lines: list[str]) -> Iterator[str]:
             current = []
     if current:
         paragraphs.append("\n".join(current))
+    chunks: list[str] = []
     buffer = ""
     for para in paragraphs:
         para = _inline(para)
         pieces = [para] if len(para) <= MAX_CHARS else _split_long(para)
         for piece in pieces:
             if buffer and len(buffer) + len(piece) + 2 > MAX_CHARS:
-                yield buffer
+                chunks.append(buffer)
                 buffer = ""
             buffer = f"{buffer}\n\n{piece}" if buffer else piece
     if buffer.strip():
-        yield buffer
+        # A short tail ("10. Build and run tests.") means nothing alone: keep it with what precedes it.
+        if (
+            chunks
+            and len(buffer) < MIN_TAIL_CHARS
+            and len(chunks[-1]) + len(buffer) <= MAX_CHARS + MIN_TAIL_CHARS
+        ):
+            chunks[-1] = f"{chunks[-1]}\n\n{buffer}"
+        else:
+            chunks.append(buffer)
+    yield from chunks
 
 
 def _split_long(para: str) -> list[str]:

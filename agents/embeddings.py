@@ -7,8 +7,10 @@ with ``HIPBOT_EMBEDDING_MODEL``.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,12 @@ class Embedder:
         """Encode in length-sorted batches (less padding); ``on_batch(n)`` reports progress."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        with _threads(1 if len(texts) == 1 or _cpu_busy() else None):
+            return self._encode(texts, batch_size, on_batch)
+
+    def _encode(
+        self, texts: Sequence[str], batch_size: int, on_batch: Callable[[int], None] | None
+    ) -> np.ndarray:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), batch_size):
@@ -83,16 +91,32 @@ class Embedder:
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        """One short text on one thread: as fast as two when idle, several times faster when the
-        cores are busy (intra-op threads of a tiny matmul mostly wait for each other)."""
-        import torch
+        return self.encode([text])[0]
 
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return self.encode([text])[0]
-        finally:
-            torch.set_num_threads(threads)
+
+def _cpu_busy() -> bool:
+    """More runnable processes than cores: torch's intra-op threads would mostly wait for each other."""
+    try:
+        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:
+        return False
+
+
+@contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """Run torch on ``count`` threads for the block. One short text gains nothing from two threads,
+    and on shared cores a single thread measured several times faster for a query."""
+    if count is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def get_embedder(name: str = DEFAULT_MODEL) -> Embedder:
