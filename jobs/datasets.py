@@ -59,6 +59,92 @@ TEMPLATES: dict[str, str] = {
     ),
     "empty": "{% for m in messages %}{{ m.content }}{% endfor %}",
 }
+# LLaMA-Factory's template names that have no Jinja copy here: each reproduces its model family's
+# own chat format, which the model's tokenizer carries, so they select the tokenizer's template.
+LLAMAFACTORY_TEMPLATES = frozenset(
+    [
+        "aquila",
+        "atom",
+        "baichuan",
+        "baichuan2",
+        "bailing",
+        "belle",
+        "bluelm",
+        "breeze",
+        "chatglm2",
+        "chatglm3",
+        "chatml_de",
+        "codegeex2",
+        "codegeex4",
+        "cohere",
+        "cpm",
+        "cpm3",
+        "dbrx",
+        "deepseek",
+        "deepseek3",
+        "deepseekcoder",
+        "deepseekr1",
+        "exaone",
+        "falcon",
+        "fewshot",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3n",
+        "glm4",
+        "glm4_moe",
+        "gpt",
+        "granite3",
+        "granite4",
+        "hunyuan",
+        "index",
+        "intern",
+        "intern2",
+        "intern_vl",
+        "kimi_vl",
+        "llama2_zh",
+        "llama4",
+        "llava",
+        "mllama",
+        "ministral",
+        "mistral_small",
+        "olmo",
+        "openchat",
+        "openchat-3.6",
+        "opencoder",
+        "orion",
+        "paligemma",
+        "phi",
+        "phi_small",
+        "phi4",
+        "phi4_mini",
+        "pixtral",
+        "qwen2_audio",
+        "qwen2_omni",
+        "qwen2_vl",
+        "qwen3",
+        "qwen3_nothink",
+        "qwen3_vl",
+        "sailor",
+        "seed_coder",
+        "skywork",
+        "skywork_o1",
+        "solar",
+        "starchat",
+        "telechat",
+        "telechat2",
+        "vicuna",
+        "video_llava",
+        "xuanyuan",
+        "xverse",
+        "yayi",
+        "yi",
+        "yi_vl",
+        "yuan",
+        "zephyr",
+        "ziya",
+    ]
+)
 TEMPLATES["smollm"] = TEMPLATES["chatml"]
 TEMPLATES["smollm2"] = TEMPLATES["chatml"]
 
@@ -305,8 +391,9 @@ def check_attachment(data: bytes, name: str, spec: Any = None) -> list[dict[str,
 
 
 def chat_template(tokenizer: Any, template: str | None) -> str:
-    """The Jinja template to render with: a named one, else the tokenizer's own, else 'default'."""
-    if template is not None:
+    """The Jinja template to render with: one of ours by name; for LLaMA-Factory's other names
+    (which reproduce a model family's own format) or none, the tokenizer's own; else 'default'."""
+    if template in TEMPLATES:
         return TEMPLATES[template]
     return getattr(tokenizer, "chat_template", None) or TEMPLATES["default"]
 

@@ -24,6 +24,11 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Modules vLLM's LoRA layers do not cover: an adapter that trains them cannot be served.
 VLLM_UNSERVABLE_TARGETS = ("lm_head", "embed_tokens", "wte", "word_embeddings", "embed_in", "embed_out")
 DEEPSPEED_PRESETS = ("z2", "z3", "z3_offload")
+LLAMAFACTORY_DEEPSPEED = {
+    "ds_z2_config.json": "z2",
+    "ds_z3_config.json": "z3",
+    "ds_z3_offload_config.json": "z3_offload",
+}
 COMPUTE_TYPES = ("bf16", "fp16", "fp32", "pure_bf16")
 PRESET_DIR = Path(__file__).resolve().parent.parent / "deploy" / "deepspeed"
 
@@ -184,7 +189,12 @@ def deepspeed_config_path(value: str | None) -> Path | None:
         return None
     if value in DEEPSPEED_PRESETS:
         return PRESET_DIR / f"{value}.json"
-    return Path(value).expanduser()
+    path = Path(value).expanduser()
+    if not path.is_file() and path.name in LLAMAFACTORY_DEEPSPEED:
+        # LLaMA-Factory configs name its example files (examples/deepspeed/ds_z3_config.json):
+        # the presets here carry the same keys and "auto" values.
+        return PRESET_DIR / f"{LLAMAFACTORY_DEEPSPEED[path.name]}.json"
+    return path
 
 
 def _deepspeed_json(value: str | None) -> dict[str, Any]:
@@ -334,10 +344,11 @@ def _check(spec: JobSpec, problems: list[str]) -> None:
             except ValueError as exc:
                 problems.append(f"deepspeed config {path} is not valid JSON: {exc}")
     if spec.template is not None:
-        from hipbot.jobs.datasets import TEMPLATES
+        from hipbot.jobs.datasets import LLAMAFACTORY_TEMPLATES, TEMPLATES
 
-        if spec.template not in TEMPLATES:
-            close = difflib.get_close_matches(spec.template, list(TEMPLATES), n=1)
+        known = set(TEMPLATES) | LLAMAFACTORY_TEMPLATES
+        if spec.template not in known:
+            close = difflib.get_close_matches(spec.template, sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(TEMPLATES))})"
             problems.append(f"unknown template {spec.template!r}{hint}")
 
@@ -399,7 +410,10 @@ def load_spec(path: Path | str) -> JobSpec:
         if "dataset_dir" not in raw:
             raw["dataset_dir"] = str(base / "data")
         ds = raw.get("deepspeed")
-        if isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute():
+        relative = (
+            isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute()
+        )
+        if relative and ((base / ds).is_file() or Path(ds).name not in LLAMAFACTORY_DEEPSPEED):
             raw["deepspeed"] = str(base / ds)
     return parse_spec(raw, name=str(path))
 

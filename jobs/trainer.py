@@ -176,22 +176,32 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
 
 def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple[Any, Any]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    if spec.trust_remote_code and not allow_remote_code:
-        raise HipbotError(
-            "the job asks for trust_remote_code, which this worker does not allow",
-            hint="the worker's owner can allow it with --allow-remote-code",
-        )
+    # A job's config is data: model code from the Hub runs only where the machine's owner allows it.
+    # Without that, a job that merely sets trust_remote_code still trains models transformers knows.
     remote = spec.trust_remote_code and allow_remote_code
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     if precision == "fp16":
         dtype = torch.float32 if not torch.cuda.is_available() else torch.float16
     try:
+        config = AutoConfig.from_pretrained(spec.model_name_or_path, trust_remote_code=remote)
         tokenizer = AutoTokenizer.from_pretrained(spec.model_name_or_path, trust_remote_code=remote)
         model = AutoModelForCausalLM.from_pretrained(
-            spec.model_name_or_path, dtype=dtype, trust_remote_code=remote, use_safetensors=True
+            spec.model_name_or_path,
+            config=config,
+            dtype=dtype,
+            trust_remote_code=remote,
+            use_safetensors=True,
         )
+    except ValueError as exc:
+        if "trust_remote_code" not in str(exc):
+            raise
+        raise HipbotError(
+            f"model {spec.model_name_or_path!r} needs its own Python code (trust_remote_code), "
+            "which this machine does not allow",
+            hint="its owner can allow it with --allow-remote-code; or pick a model transformers supports natively",
+        ) from exc
     except OSError as exc:
         raise HipbotError(
             f"cannot load model {spec.model_name_or_path!r}: {exc}".splitlines()[0],

@@ -148,8 +148,6 @@ class WorkerAgent:
             self.client.result(job_id, "failed", error=str(exc))
             return "failed"
         reason = refusal(self.info, spec, None, allow_cpu=self.allow_cpu)
-        if reason is None and spec.trust_remote_code and not self.allow_remote_code:
-            reason = "the job needs trust_remote_code, which this worker's owner does not allow"
         if reason:
             self.client.result(job_id, "failed", error=f"{self.name} refused: {reason}", retry=True)
             return "refused"

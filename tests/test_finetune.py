@@ -212,9 +212,29 @@ def test_cli_run_then_resume_and_adapter(tmp_path: Path, model: Path) -> None:
     assert [line["step"] for line in read_progress(tmp_path / "job2")] == [7, 8]
 
 
-def test_trust_remote_code_needs_the_owner(tmp_path: Path, model: Path) -> None:
+def test_remote_code_never_runs_without_the_owner(tmp_path: Path) -> None:
+    """A model that ships its own code fails to load with the reason; its code is never executed."""
+    model = tmp_path / "custom-model"
+    model.mkdir()
+    marker = tmp_path / "code-ran"
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "hipbot_custom",
+                "auto_map": {
+                    "AutoConfig": "configuration_x.XConfig",
+                    "AutoModelForCausalLM": "modeling_x.XModel",
+                },
+            }
+        )
+    )
+    (model / "configuration_x.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     data = write_datasets(tmp_path / "data")
     spec = parse_spec(job_yaml(model, data, tmp_path / "out", trust_remote_code=True))
     write_job(tmp_path / "job", spec, device="cpu")
-    with pytest.raises(HipbotError, match="trust_remote_code, which this worker does not allow"):
+    with pytest.raises(
+        HipbotError,
+        match=r"needs its own Python code \(trust_remote_code\), which this machine does not allow",
+    ):
         train(tmp_path / "job")
+    assert not marker.exists()

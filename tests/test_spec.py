@@ -63,6 +63,12 @@ deepspeed: z3_offload
     assert spec.zero_stage == 3 and spec.offload
     assert spec.use_gradient_checkpointing  # LLaMA-Factory's default
     assert parse_spec({**BASE}).lora_target == ["all"]
+    lf_paths = parse_spec(
+        {**BASE, "deepspeed": "examples/deepspeed/ds_z3_config.json", "template": "qwen3_nothink"}
+    )
+    assert (
+        lf_paths.zero_stage == 3 and not lf_paths.offload
+    )  # LLaMA-Factory's example file names map to presets
 
 
 def test_bf16_is_default_only_where_supported() -> None:
