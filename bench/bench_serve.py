@@ -38,7 +38,7 @@ def _hipbot(*args: str, env: dict[str, str]) -> str:
     return proc.stdout
 
 
-def _direct(url: str, model: str, prompt: str, max_tokens: int) -> str:
+def _direct(http: httpx.Client, url: str, model: str, prompt: str, max_tokens: int) -> str:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -47,7 +47,7 @@ def _direct(url: str, model: str, prompt: str, max_tokens: int) -> str:
         "stream": True,
     }
     out = []
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
+    with http.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as response:
         for line in response.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
                 for choice in json.loads(line[6:]).get("choices", []):
@@ -62,11 +62,11 @@ def _pct(values: list[float], q: float) -> float:
 
 def run(url: str, model_dir: Path, requests: int, home: Path) -> None:
     from fixtures_finetune import job_yaml, write_datasets
-    from hipbot.jobs.chat import _messages, resolve_target, stream_chat
+    from hipbot.jobs.chat import _client, _messages, resolve_target, stream_chat
     from hipbot.jobs.publish import publish, register_adapter
     from hipbot.jobs.queue import JobQueue
     from hipbot.jobs.registry import Registry
-    from hipbot.jobs.vllm_client import VllmClient, _sse_data
+    from hipbot.jobs.vllm_client import _sse_data
 
     from hipbot.config import load_settings
 
@@ -132,21 +132,23 @@ def run(url: str, model_dir: Path, requests: int, home: Path) -> None:
 
     # 2. overhead per chat request
     prompt, max_tokens = "Name one HIP runtime function.", 1  # keep vLLM's own time (and noise) small
+    http = httpx.Client()  # the direct baseline at its best: one client, kept-alive connection
     for _ in range(3):  # warm both paths
-        _direct(url, "bench-lib", prompt, max_tokens)
+        _direct(http, url, "bench-lib", prompt, max_tokens)
         "".join(stream_chat(settings, prompt, adapter="bench-lib", max_tokens=max_tokens, temperature=0))
     direct, hip, diffs = [], [], []
     for _ in range(requests):
         a = time.perf_counter()
-        _direct(url, "bench-lib", prompt, max_tokens)
+        _direct(http, url, "bench-lib", prompt, max_tokens)
         b = time.perf_counter()
         "".join(stream_chat(settings, prompt, adapter="bench-lib", max_tokens=max_tokens, temperature=0))
         c = time.perf_counter()
         direct.append((b - a) * 1000)
         hip.append((c - b) * 1000)
         diffs.append(hip[-1] - direct[-1])
+    http.close()
     # hipbot's own work per request, without vLLM's noisy compute: open the registry, pick the
-    # server, build the client and messages, and parse a real recorded 16-token SSE answer.
+    # server, get the client and build the messages, and parse a real recorded 16-token SSE answer.
     body = {
         "model": "bench-lib",
         "messages": [{"role": "user", "content": prompt}],
@@ -159,11 +161,11 @@ def run(url: str, model_dir: Path, requests: int, home: Path) -> None:
     for _ in range(200):
         a = time.perf_counter()
         target = resolve_target(settings, "bench-lib")
-        with VllmClient(target.url, api_key=target.api_key, name=target.server):
-            _messages(prompt, None, None)
-            for data in _sse_data(iter(recorded)):
-                if data != "[DONE]":
-                    json.loads(data)
+        _client(target)
+        _messages(prompt, None, None)
+        for data in _sse_data(iter(recorded)):
+            if data != "[DONE]":
+                json.loads(data)
         own.append((time.perf_counter() - a) * 1000)
     q1, q3 = _pct(diffs, 0.25), _pct(diffs, 0.75)
     print(f"chat request, {requests} each, alternating, {max_tokens} token streamed:")

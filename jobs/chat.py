@@ -7,6 +7,7 @@ failure into a message the user can act on.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,9 @@ from hipbot.errors import HipbotError
 
 Message = dict[str, str]
 ROLES = ("system", "user", "assistant")
+# One client per server for the life of the process: chats reuse its kept-alive connections.
+_CLIENTS: dict[tuple[str, str, str | None], VllmClient] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,14 @@ def resolve_target(
     )
 
 
+def _client(target: ChatTarget) -> VllmClient:
+    key = (target.server, target.url, target.api_key)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = VllmClient(target.url, api_key=target.api_key, name=target.server)
+        return _CLIENTS[key]
+
+
 def stream_chat(
     settings: Settings,
     prompt: str,
@@ -101,16 +113,15 @@ def stream_chat(
     messages = _messages(prompt, history, system)
     target = resolve_target(settings, adapter, registry)
     limit = settings.llm_timeout if timeout is None else timeout
-    with VllmClient(target.url, api_key=target.api_key, timeout=limit, name=target.server) as client:
-        try:
-            yield from client.chat_stream(
-                target.model, messages, max_tokens=max_tokens, temperature=temperature, timeout=limit
-            )
-        except AdapterNotLoaded as exc:
-            if not target.is_adapter:
-                raise
-            raise AdapterNotLoaded(
-                f"adapter {adapter!r} should be live on {target.server} but the server does not have it"
-                " (was vLLM restarted?)",
-                hint="hipbot serve sync",
-            ) from exc
+    try:
+        yield from _client(target).chat_stream(
+            target.model, messages, max_tokens=max_tokens, temperature=temperature, timeout=limit
+        )
+    except AdapterNotLoaded as exc:
+        if not target.is_adapter:
+            raise
+        raise AdapterNotLoaded(
+            f"adapter {adapter!r} should be live on {target.server} but the server does not have it"
+            " (was vLLM restarted?)",
+            hint="hipbot serve sync",
+        ) from exc

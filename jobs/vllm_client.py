@@ -7,7 +7,10 @@ Every failure becomes a ``HipbotError`` subclass whose message names the server 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +63,15 @@ class Health:
     error: str | None = None
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """Built once: httpx builds a fresh one per client (about 40 ms), which would be most of what
+    hipbot adds to a chat request."""
+    import certifi
+
+    return ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+
+
 def _error_detail(response: httpx.Response) -> str:
     """vLLM wraps errors as {"error": {"message": ...}}; older builds use {"message": ...} or text."""
     try:
@@ -86,7 +98,7 @@ class VllmClient:
         self.url = url.rstrip("/")
         self.name = name or self.url
         headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "EMPTY" else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, verify=_tls_context())
 
     def close(self) -> None:
         self._http.close()
