@@ -76,7 +76,8 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one readable line and exit status 1 or 2, never a traceback."""
     try:
-        cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
+        result = cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
     except HipbotError as exc:
         click.echo(f"error: {exc}", err=True)
         return 1
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

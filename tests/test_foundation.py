@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
 from hipbot.cli import COMMANDS, main
@@ -60,3 +61,14 @@ def test_settings_overrides_are_coerced(tmp_path: Path) -> None:
     s = load_settings({}, home=str(tmp_path), llm_timeout="7")
     assert s.database == tmp_path / "hipbot.db"
     assert s.llm_timeout == 7.0
+
+
+@click.command()
+@click.pass_context
+def _exits_with_3(ctx: click.Context) -> None:
+    ctx.exit(3)
+
+
+def test_cli_keeps_a_commands_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(COMMANDS, "exit-3", ("test_foundation:_exits_with_3", "test command"))
+    assert main(["exit-3"]) == 3
