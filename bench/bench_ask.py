@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from hipbot.agents.answers import Answerer
+from hipbot.agents.docs_store import load_apis
 from hipbot.agents.ingest import ingest
 
 from hipbot.config import find_docs_corpus, load_settings
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=find_docs_corpus())
     parser.add_argument("--questions", type=Path, default=HERE / "questions.jsonl")
     parser.add_argument("--verbose", action="store_true", help="print every miss")
+    parser.add_argument("--sweep", type=int, default=500, help="random mapping rows to look up (0: none)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="hipbot-bench-"))
@@ -97,6 +100,49 @@ def main() -> None:
     print(
         f"latency ms: p50 {statistics.median(latencies):.0f}, p95 {percentile(latencies, 0.95):.0f}, "
         f"max {max(latencies):.0f}"
+    )
+    if args.sweep:
+        sweep(engine, args.sweep, args.verbose)
+
+
+PHRASINGS = (
+    "What is the HIP equivalent of {}?",
+    "is {} supported in HIP",
+    "{} 在 HIP 中对应什么？",
+    "what replaces `{}`",
+    "{}",
+)
+
+
+def sweep(engine: Answerer, count: int, verbose: bool) -> None:
+    """Look up random rows of the ingested tables by CUDA name (5 phrasings), then back from
+    their HIP and roc names."""
+    rng = random.Random(7)
+    rows = load_apis(engine.db)
+    bad = 0
+    sample = rng.sample(rows, min(count, len(rows)))
+    start = time.perf_counter()
+    for i, row in enumerate(sample):
+        answer = engine.ask(PHRASINGS[i % len(PHRASINGS)].format(row.cuda))
+        ok = any(a.get("cuda") == row.cuda for a in answer.apis) and (
+            f"`{row.hip}`" in answer.answer if row.hip else "no HIP equivalent" in answer.answer
+        )
+        ok = ok and (row.roc is None or f"`{row.roc}`" in answer.answer)
+        ok = (
+            ok
+            and bool(answer.sources)
+            and answer.sources[0]["path"].startswith(row.table.removesuffix("HIP.md"))
+        )
+        for name, side in ((row.hip, "hip"), (row.roc, "roc")):
+            if name and name != row.cuda:
+                back = engine.ask(f"What is the CUDA equivalent of {name}?")
+                ok = ok and any(a.get(side) == name for a in back.apis) and f"`{row.cuda}`" in back.answer
+        bad += not ok
+        if verbose and not ok:
+            print(f"SWEEP MISS {row.cuda} -> {row.hip} / {row.roc}")
+    ms = (time.perf_counter() - start) * 1000 / max(len(sample), 1)
+    print(
+        f"lookup sweep: {len(sample) - bad}/{len(sample)} random table rows right both ways ({ms:.1f} ms per row)"
     )
 
 
