@@ -188,7 +188,11 @@ def _plain_subject(token: str, question: str) -> bool:
         return True
     if not _LOOKUP.search(question):
         return False
-    subject = re.search(rf"\b(?:of|for|is|does|replaces?)\s+{re.escape(token)}\b", question, re.IGNORECASE)
+    subject = re.search(
+        rf"^\s*`?{re.escape(token)}\b|\b(?:of|for|is|does|replaces?)\s+`?{re.escape(token)}\b",
+        question,
+        re.IGNORECASE,
+    )
     return token not in COMMON_WORDS or subject is not None
 
 
@@ -207,6 +211,8 @@ class ApiIndex:
                 self.by["hip"].setdefault(row.hip, []).append(row)
             if row.roc:
                 self.by["roc"].setdefault(row.roc, []).append(row)
+                if "<" in row.roc:  # rocrand_device::sobol64_engine<false>: also findable without <...>
+                    self.by["roc"].setdefault(row.roc.split("<")[0], []).append(row)
         self.names = sorted({n for side in self.by.values() for n in side})
         self.lower: dict[str, list[str]] = {}
         self.buckets: dict[str, list[str]] = {}
@@ -259,6 +265,10 @@ class ApiIndex:
                 hit = self.resolve(self.lower[token.lower()][0])  # cudamemcpy -> cudaMemcpy
             if hit is not None and (marked or _api_shaped(token) or _plain_subject(token, question)):
                 found.setdefault(hit.name, hit)
+                # A name on both sides (textureReference) is also the HIP mapping of other CUDA names.
+                others = [r for r in self.by["hip"].get(hit.name, []) if r.cuda != hit.name]
+                if hit.side == "cuda" and others:
+                    found.setdefault(f"{hit.name} (HIP)", Found(hit.name, "hip", others))
             elif (
                 hit is None
                 and len(token) >= 6
