@@ -474,7 +474,7 @@ class Answerer:
             found, unknown = self.index.find(question)
             conceptual = bool(_CONCEPTUAL.search(question)) and not _LOOKUP.search(question)
             if (found or unknown) and not conceptual:
-                return self._lookup(question, found, unknown, k)
+                return self._lookup(question, found, unknown)
             return self._retrieve_and_answer(question, found, unknown, k)
 
     # -- lookups --
@@ -516,7 +516,7 @@ class Answerer:
             records.append({"query": token, "found": False, "suggestions": suggestions})
         return lines, records
 
-    def _lookup(self, question: str, found: list[Found], unknown: list, k: int) -> Answer:
+    def _lookup(self, question: str, found: list[Found], unknown: list) -> Answer:
         lines, records, sources = self.api_facts(found, question)
         if unknown:
             extra_lines, extra_records = self._did_you_mean(unknown)
@@ -534,7 +534,7 @@ class Answerer:
                 f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, [f.name for f in found], 400)}"
             )
             sources.append(note.source())
-        return Answer("\n".join(lines).strip(), dedupe_sources(sources)[: max(k, 3)], "lookup", records)
+        return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records)
 
     def _docs_note(self, question: str, found: list[Found]) -> Passage | None:
         """A prose passage naming the API that adds to the table row: one that also matches the
