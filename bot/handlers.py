@@ -976,46 +976,21 @@ class LocalJobs:
     def submit(
         self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
     ) -> dict[str, Any]:
-        """What the coordinator's POST /jobs does: store the attachment, estimate memory, queue,
-        and warn at once when no registered worker has the memory for the job."""
-        import hashlib
-        from pathlib import Path
-
-        from hipbot.jobs.memory import estimate, fit_message, load_model_config
+        """What the coordinator's POST /jobs does, on the local queue."""
+        from hipbot.jobs.intake import accept_job
         from hipbot.jobs.spec import parse_spec
 
-        spec = parse_spec(text)
-        attachment_path = attachment_name = None
-        if dataset is not None and dataset_name:
-            attachment_name = Path(dataset_name).name
-            folder = self.settings.home / "uploads"
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{hashlib.sha256(dataset).hexdigest()[:16]}-{attachment_name}"
-            path.write_bytes(dataset)
-            attachment_path = str(path)
-        warning = None
-        est = model_config = None
-        try:
-            model_config = load_model_config(spec.model_name_or_path)
-            est = estimate(spec, model_config, 1)
-        except Exception as exc:  # noqa: BLE001 - a Hub name offline: the job runs, unestimated
-            warning = f"no memory estimate for {spec.model_name_or_path} ({type(exc).__name__}); any worker may take it"
-        with self.lock:
-            job_row = self.queue.submit(
-                spec,
-                text,
-                owner=owner,
-                guild=guild,
-                model_config=model_config,
-                memory=est.as_dict() if est else None,
-                attachment_name=attachment_name,
-                attachment_path=attachment_path,
-            )
-            workers = self.queue.workers()
-        if est is not None and not any(
-            estimate(spec, model_config, w.gpu_count).total_gib <= w.memory_gib for w in workers
-        ):
-            warning = fit_message(est, max((w.memory_gib for w in workers), default=None), spec)
+        job_row, warning = accept_job(
+            self.queue,
+            parse_spec(text),
+            text,
+            attachments_dir=self.settings.home / "attachments",
+            dataset=dataset,
+            dataset_name=dataset_name,
+            owner=owner,
+            guild=guild,
+            lock=self.lock,
+        )
         return {"job": job_row.as_dict(), "warning": warning}
 
 

@@ -26,9 +26,10 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Body, Depends, FastAPI, File, Form, Header, HTTPException, Query, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse, Response
 from hipbot.jobs.datasets import ATTACHMENT_LIMIT
-from hipbot.jobs.memory import GIB, estimate, fit_message, load_model_config
+from hipbot.jobs.intake import accept_job, estimate_spec, job_fits
+from hipbot.jobs.memory import GIB
 from hipbot.jobs.queue import FINAL, Job, JobQueue, Worker
-from hipbot.jobs.spec import JobSpec, validate_job
+from hipbot.jobs.spec import validate_job
 from pydantic import BaseModel, Field
 
 from hipbot.db import open_db
@@ -176,14 +177,7 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
         return locked(queue.held, job_id, w.id)
 
     def fits(w: Worker) -> Callable[[Job], bool]:
-        def check(job: Job) -> bool:
-            if job.memory_gib is None or not job.model_config:
-                return True
-            spec = JobSpec.model_validate(job.spec)
-            need = estimate(spec, job.model_config, w.gpu_count).total_gib
-            return need <= w.memory_gib
-
-        return check
+        return lambda job: job_fits(job, w)
 
     # ------------------------------------------------------------------ clients
     @app.post("/validate", dependencies=[Depends(client)], tags=["clients"])
@@ -196,16 +190,9 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
         result = validate_job(config_yaml, data, dataset.filename if dataset else None)
         out: dict[str, Any] = {"ok": result.ok, "error": result.error}
         if result.spec:
-            est, _ = _estimate(result.spec)
+            est, _ = await asyncio.to_thread(estimate_spec, result.spec)
             out["estimate"] = est.as_dict() if est else None
         return out
-
-    def _estimate(spec: JobSpec) -> tuple[Any, Any]:
-        try:
-            model_config = load_model_config(spec.model_name_or_path)
-        except Exception:  # noqa: BLE001 - a Hub name the coordinator cannot reach: unknown size
-            return None, None
-        return estimate(spec, model_config, 1), model_config
 
     @app.post("/jobs", dependencies=[Depends(client)], tags=["clients"], status_code=201)
     async def submit(
@@ -221,36 +208,22 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
         result = validate_job(config_yaml, data, dataset.filename if dataset else None)
         if not result.ok:
             raise HTTPException(422, result.error)
-        spec = result.spec
-        assert spec is not None
-        attachment_path = attachment_name = None
-        if data is not None and dataset is not None:
-            attachment_name = Path(dataset.filename or "dataset.jsonl").name
-            folder = config.data_dir / "attachments" / uuid.uuid4().hex
-            folder.mkdir(parents=True)
-            (folder / attachment_name).write_bytes(data)
-            attachment_path = str(folder / attachment_name)
-        est, model_config = await asyncio.to_thread(_estimate, spec)
-        job = locked(
-            queue.submit,
-            spec,
+        assert result.spec is not None
+        job, warning = await asyncio.to_thread(
+            accept_job,
+            queue,
+            result.spec,
             config_yaml,
+            attachments_dir=config.data_dir / "attachments",
+            dataset=data,
+            dataset_name=dataset.filename if dataset else None,
             owner=owner,
             guild=guild,
             priority=priority,
             name=name,
-            model_config=model_config,
-            memory=est.as_dict() if est else None,
-            attachment_name=attachment_name,
-            attachment_path=attachment_path,
             max_attempts=config.max_attempts,
+            lock=lock,
         )
-        warning = None
-        workers = locked(queue.workers)
-        if est is not None and not any(fits(w)(job) for w in workers):
-            largest = max((w.memory_gib for w in workers), default=None)
-            warning = fit_message(est, largest, spec)
-            locked(queue.log, job.id, "coordinator", f"no registered worker fits: {warning}")
         return {"job": job.as_dict(), "warning": warning}
 
     @app.get("/jobs", dependencies=[Depends(client)], tags=["clients"])
