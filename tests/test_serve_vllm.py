@@ -78,7 +78,8 @@ def test_job_adapter_lifecycle_on_vllm(
     # 3. Publish: visible in /v1/models from the copy in the server's volume; twice is fine.
     assert main(["serve", "publish", "hip-smol"]) == 0
     assert "hip-smol on cpu: loaded" in capsys.readouterr().out
-    assert _loaded(server.url) == {"hip-smol": str(volume.resolve() / "hip-smol")}
+    # The session's server is shared: other tests' adapters may be loaded too.
+    assert _loaded(server.url).get("hip-smol") == str(volume.resolve() / "hip-smol")
     assert [r.action for r in publish(registry, "hip-smol")] == ["already loaded"]
     assert registry.get("hip-smol").servers == ("cpu",)
     assert registry.get("hip-smol").published_at is not None
@@ -93,7 +94,7 @@ def test_job_adapter_lifecycle_on_vllm(
     # 5. Unpublish: gone from the server and from the copy; chatting says how to fix it.
     assert main(["serve", "unpublish", "hip-smol"]) == 0
     assert "hip-smol on cpu: unloaded" in capsys.readouterr().out
-    assert _loaded(server.url) == {}
+    assert "hip-smol" not in _loaded(server.url)
     assert not (volume / "hip-smol").exists()
     with pytest.raises(AdapterNotLoaded, match="not published on any server"):
         _chat(settings, "hip-smol")
