@@ -135,14 +135,15 @@ class Found:
     rows: list[ApiMapping]
 
 
-def check_question(question: object) -> str:
+def check_question(
+    question: object, example: str = 'hipbot ask "what replaces cudaMemcpyToSymbolAsync?"'
+) -> str:
+    """The stripped question, or a HipbotError; ``example`` is how the asking front end is used."""
     if not isinstance(question, str):
         raise HipbotError("the question must be a string")
     question = question.strip()
     if not question:
-        raise HipbotError(
-            "the question is empty", hint='e.g. hipbot ask "what replaces cudaMemcpyToSymbolAsync?"'
-        )
+        raise HipbotError("the question is empty", hint=f"e.g. {example}")
     if len(question) > MAX_QUESTION_CHARS:
         raise HipbotError(
             f"the question is too long ({len(question)} characters; the limit is {MAX_QUESTION_CHARS})",

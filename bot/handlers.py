@@ -37,7 +37,6 @@ from hipbot.errors import HipbotError
 
 CODE_EXTENSIONS = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".cc", ".cxx", ".c", ".hip")
 MAX_CODE_BYTES = 1024 * 1024
-MAX_QUESTION_CHARS = 2000
 SOURCES_SHOWN = 3
 COLOR_OK = 0x2ECC71
 COLOR_INFO = 0xED1C24  # AMD red
@@ -109,16 +108,9 @@ def _source_link(source: dict[str, Any]) -> Link:
 
 
 def ask(ctx: Context, question: str, *, k: int = 8) -> Reply:
-    question = (question or "").strip()
-    if not question:
-        raise HipbotError(
-            "the question is empty", hint='ask like: /ask question:"what replaces cudaMemcpyAsync?"'
-        )
-    if len(question) > MAX_QUESTION_CHARS:
-        raise HipbotError(
-            f"the question is {len(question)} characters; the limit is {MAX_QUESTION_CHARS}",
-            hint="ask about one API or one problem at a time",
-        )
+    from hipbot.agents.answers import check_question
+
+    question = check_question(question or "", example='/ask question:"what replaces cudaMemcpyAsync?"')
     permissions.check_cooldown(ctx.state, ctx.actor, "ask", ctx.config.ask_cooldown_s)
     from hipbot.agents import answers
 
