@@ -129,9 +129,14 @@ def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
 
     from hipbot.bot.handlers import warm_up
 
-    # Load the answer engine while the user types the first line.
-    threading.Thread(target=warm_up, args=(settings,), daemon=True, name="hipbot-warm-up").start()
-    console.loop()
+    # Load the answer engine while the user types the first line. Joined before returning: a
+    # process that exits while torch is loading in a thread aborts ("terminate called ...").
+    loader = threading.Thread(target=warm_up, args=(settings,), name="hipbot-warm-up")
+    loader.start()
+    try:
+        console.loop()
+    finally:
+        loader.join()
 
 
 @click.command()

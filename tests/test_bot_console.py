@@ -127,3 +127,27 @@ def test_discord_commands_plain_listing() -> None:
     assert "(message menu) Convert to HIP" in result.output
     tree = json.loads(CliRunner().invoke(cli, ["discord", "commands", "--json"]).output)
     assert {"name", "description", "options", "hipbot_permission"} <= set(tree[0])
+
+
+def test_interactive_console_quits_cleanly_while_the_engine_loads(ingested_docs) -> None:
+    """/quit right away: the warm-up thread is still loading torch models; exiting under it once
+    aborted the process ("terminate called without an active exception", status 134)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "HIPBOT_HOME": str(ingested_docs.settings.home),
+        "HIPBOT_DB": str(ingested_docs.settings.database),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "hipbot.cli", "console"],
+        input="/quit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hipbot console" in done.stdout
