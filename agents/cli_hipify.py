@@ -77,7 +77,10 @@ def _flag(*names: str, help: str) -> click.Option:
     help="Accepted for hipify-clang compatibility (this translator always converts as much as possible).",
 )
 @_flag("--default-preprocessor", help="Accepted for hipify-clang compatibility.")
-@_flag("--skip-excluded-preprocessor-conditional-blocks", help="Accepted for hipify-clang compatibility.")
+@_flag(
+    "--skip-excluded-preprocessor-conditional-blocks",
+    help="Leave #if/#ifdef branches the file's own macros rule out untranslated.",
+)
 @_flag("--no-undocumented-features", help="Do not rewrite half2 .x/.y as reinterpret_cast<half&>(...).")
 @_flag("--no-warnings-on-undocumented-features", help="Accepted for hipify-clang compatibility.")
 @_flag("--save-temps", help="Accepted for hipify-clang compatibility.")
@@ -123,6 +126,7 @@ def hipify(
     as_json: bool,
     no_lints: bool,
     no_undocumented_features: bool,
+    skip_excluded_preprocessor_conditional_blocks: bool,
     check_arch: str | None,
     check_timeout: float,
     **_accepted: object,
@@ -158,6 +162,7 @@ def hipify(
         translate_strings=not keep_strings,
         lint=not no_lints,
         undocumented_features=not no_undocumented_features,
+        skip_excluded_blocks=skip_excluded_preprocessor_conditional_blocks,
     )
     if "-" in paths:
         if len(paths) > 1:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
-from hipbot.agents import call_rewrites, mappings
+from hipbot.agents import call_rewrites, mappings, pp_blocks
 from hipbot.agents.cpp_tokens import (
     CHAR,
     COMMENT,
@@ -175,6 +175,7 @@ class HipifyOptions:
     insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
+    skip_excluded_blocks: bool = False  # leave #if branches known not taken untranslated
 
 
 @dataclass(frozen=True)
@@ -429,8 +430,19 @@ class _Translator:
         special = self.special
         half2_vars: set[str] = set()
         skipped: list[tuple[int, int]] = []  # comments and literals, for the half2 pass
+        excluded = pp_blocks.excluded_blocks(src) if self.opt.skip_excluded_blocks else []
+        ex_i = 0
+        ex_start, ex_end = excluded[0] if excluded else (-1, -1)
         for m in self.scanner.finditer(src):
             kind = m.lastgroup
+            if excluded:
+                at = m.end()
+                while at > ex_end and ex_i < len(excluded):
+                    skipped.append(excluded[ex_i])
+                    ex_i += 1
+                    ex_start, ex_end = excluded[ex_i] if ex_i < len(excluded) else (-1, -1)
+                if ex_start < at <= ex_end:
+                    continue  # inside a conditional block the compiler would skip
             if kind == "ident":
                 text = m.group("ident")
                 r = renames.get(text)
@@ -478,6 +490,8 @@ class _Translator:
                     nxt = TokenWindow(self.src, tok.end).get(0)
                     if nxt is not None and nxt.text == "once":
                         pragma_once = nxt.end
+        skipped.extend(excluded[ex_i:])
+        skipped.sort()
         if half2_vars:
             self._half2_members(half2_vars, skipped)
         self.edits.sort(key=lambda e: (e[0], e[1]))

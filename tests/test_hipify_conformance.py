@@ -1,0 +1,53 @@
+"""Behaviours hipify-clang shows in its own unit tests, checked on small inputs written here."""
+
+from __future__ import annotations
+
+from hipbot.agents import pp_blocks
+from hipbot.agents.hipify import HipifyOptions, translate
+
+SKIP = HipifyOptions(skip_excluded_blocks=True, hip_kernel_execution_syntax=True, lint=False)
+
+CONDITIONALS = """#define HAVE_FAST 1
+__global__ void k(int *p) {}
+void f(int *p) {
+#ifdef NOT_DEFINED_ANYWHERE
+  cudaDeviceSynchronize();
+  k<<<1, 2>>>(p);
+#elif HAVE_FAST && !defined(ALSO_MISSING)
+  cudaFree(p);
+#else
+  cudaMalloc(&p, 4);
+#endif
+#ifndef NOT_DEFINED_ANYWHERE
+  k<<<3, 4>>>(p);
+#endif
+#if defined(__CUDACC__)
+  cudaStreamSynchronize(0);
+#else
+  cudaDeviceReset();
+#endif
+}
+"""
+
+
+def test_skip_excluded_blocks_leaves_branches_ruled_out_by_the_files_macros() -> None:
+    out = translate(CONDITIONALS, SKIP).text
+    assert "  cudaDeviceSynchronize();\n  k<<<1, 2>>>(p);\n" in out
+    assert "  hipFree(p);\n" in out
+    assert "  cudaMalloc(&p, 4);\n" in out
+    assert "hipLaunchKernelGGL(k, dim3(3), dim3(4), 0, 0, p);" in out
+    # __CUDACC__ comes from the compiler: unknown here, so both branches are translated
+    assert "hipStreamSynchronize(0);" in out and "hipDeviceReset();" in out
+
+
+def test_without_the_option_every_branch_is_translated() -> None:
+    out = translate(CONDITIONALS, HipifyOptions(hip_kernel_execution_syntax=True, lint=False)).text
+    assert "cudaDeviceSynchronize" not in out and "cudaMalloc" not in out
+    assert "hipLaunchKernelGGL(k, dim3(1), dim3(2), 0, 0, p);" in out
+
+
+def test_excluded_blocks_follow_nesting_and_undef() -> None:
+    src = "#define A\n#undef A\n#ifdef A\nx\n#if 1\ny\n#endif\nz\n#endif\nw\n"
+    blocks = pp_blocks.excluded_blocks(src)
+    assert [src[a:b] for a, b in blocks] == ["x\n#if 1\ny\n#endif\nz\n"]
+    assert pp_blocks.excluded_blocks("#if SOME_VERSION >= 3\na\n#else\nb\n#endif\n") == []
