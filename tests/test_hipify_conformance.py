@@ -51,3 +51,16 @@ def test_excluded_blocks_follow_nesting_and_undef() -> None:
     blocks = pp_blocks.excluded_blocks(src)
     assert [src[a:b] for a, b in blocks] == ["x\n#if 1\ny\n#endif\nz\n"]
     assert pp_blocks.excluded_blocks("#if SOME_VERSION >= 3\na\n#else\nb\n#endif\n") == []
+
+
+def test_malloc_host_flag_only_for_the_typed_template_overload() -> None:
+    src = (
+        "void f(size_t n) {\n  float *typed;\n  void *raw;\n"
+        "  cudaMallocHost(&typed, n);\n  cudaMallocHost((void **)&typed, n);\n"
+        "  cudaMallocHost(&raw, n);\n  cudaMallocHost(&typed, n, cudaHostAllocMapped);\n}\n"
+    )
+    out = translate(src, HipifyOptions(lint=False)).text
+    assert "hipHostMalloc(&typed, n, hipHostMallocDefault);" in out
+    assert "hipHostMalloc((void **)&typed, n);" in out
+    assert "hipHostMalloc(&raw, n);" in out
+    assert "hipHostMalloc(&typed, n, hipHostMallocMapped);" in out
