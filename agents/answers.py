@@ -197,6 +197,21 @@ def _plain_subject(token: str, question: str) -> bool:
     return token not in COMMON_WORDS or subject is not None
 
 
+_CUDA_PREFIX = re.compile(r"^(CUDA|cuda|cu)(?=[A-Z_])")
+_HIP_PREFIX = {"CUDA": "HIP", "cuda": "hip", "cu": "hip"}
+_NAME_PREFIX = frozenset(["hip", "hiprtc", "cuda", "cu", "amd", "hsa", "gpu"])
+
+
+def _name_words(name: str) -> frozenset[str]:
+    """The words of an identifier (camelCase and snake_case), its API prefix left out:
+    ``hipModuleLaunchKernel`` -> {module, launch, kernel}."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", name)
+    lowered = [w.lower() for w in words]
+    if lowered and lowered[0] in _NAME_PREFIX:
+        lowered = lowered[1:]
+    return frozenset(w for w in lowered if len(w) > 1)
+
+
 def _api_shaped(token: str) -> bool:
     return bool("_" in token or re.search(r"\d|[a-z][A-Z]", token) or _API_PREFIX.match(token))
 
@@ -221,6 +236,11 @@ class ApiIndex:
             self.lower.setdefault(name.lower(), []).append(name)
             self.buckets.setdefault(name[:3].lower(), []).append(name)
         self.vocabulary = vocabulary
+        self.compounds: list[tuple[str, frozenset[str]]] = []
+        for name in vocabulary:
+            parts = _name_words(name)
+            if len(parts) >= 3:
+                self.compounds.append((name, parts))
 
     def resolve(self, name: str) -> Found | None:
         for side in ("cuda", "hip", "roc"):
@@ -238,17 +258,32 @@ class ApiIndex:
 
     def doc_identifiers(self, question: str) -> list[str]:
         """API-like names of the question that the prose docs use but the tables do not
-        (``__ballot_sync``, ``HIP_ENABLE_WARP_SYNC_BUILTINS``, ``hipLaunchKernelGGL``)."""
+        (``__ballot_sync``, ``HIP_ENABLE_WARP_SYNC_BUILTINS``, ``hipLaunchKernelGGL``), the HIP
+        twin of a CUDA-only name the docs never write (``CUDA_LAUNCH_BLOCKING`` ->
+        ``HIP_LAUNCH_BLOCKING``), and the docs' names spelled out in the question's words
+        ("launch a kernel ... module API" -> ``hipModuleLaunchKernel``)."""
         out: dict[str, None] = {}
         for token in IDENT.findall(question):
-            if (
-                len(token) >= 4
-                and _api_shaped(token)
-                and token in self.vocabulary
-                and self.resolve(token) is None
-            ):
+            if len(token) < 4 or not _api_shaped(token) or self.resolve(token) is not None:
+                continue
+            if token in self.vocabulary:
                 out.setdefault(token, None)
+                continue
+            twin = _CUDA_PREFIX.sub(lambda m: _HIP_PREFIX[m.group(0)], token, count=1)
+            if twin != token and twin in self.vocabulary and self.resolve(twin) is None:
+                out.setdefault(twin, None)
+        for name in self.spelled_out(question):
+            out.setdefault(name, None)
         return list(out)
+
+    def spelled_out(self, question: str) -> list[str]:
+        """Prose identifiers of three or more words (after a hip/cuda prefix) whose words all
+        occur in the question, most words first."""
+        words = {w.lower() for w in re.findall(r"[A-Za-z]+", question)}
+        if not words:
+            return []
+        hits = [(len(parts), name) for name, parts in self.compounds if parts <= words]
+        return [name for _, name in sorted(hits, key=lambda h: -h[0])[:3]]
 
     def find(self, question: str) -> tuple[list[Found], list[tuple[str, list[str]]]]:
         """Identifiers of the question (any language), and unknown API-like names with suggestions."""
@@ -414,6 +449,12 @@ def trim(text: str, terms: list[str], limit: int = 600) -> str:
     return ("\u2026 " if lo > 0 else "") + body + (" \u2026" if hi < len(spans) - 1 else "")
 
 
+def _extra_terms(question: str, names: list[str]) -> list[str]:
+    """The question's words beyond the API names and the words of asking for a mapping."""
+    lowered = {n.lower() for n in names}
+    return [t for t in query_terms(question) if t not in lowered and t not in _LOOKUP_FILLER]
+
+
 def dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
     seen: set[tuple[str, str]] = set()
     out = []
@@ -531,8 +572,10 @@ class Answerer:
                     sources.extend(self.table_sources(row, False))
         note = self._docs_note(question, found)
         if note is not None:
+            names = [f.name for f in found]
+            focus = list(dict.fromkeys(_extra_terms(question, names) + [n.lower() for n in names]))
             lines.append(
-                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, [f.name for f in found], 400)}"
+                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, focus, 400)}"
             )
             sources.append(note.source())
         return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records)
@@ -544,14 +587,18 @@ class Answerer:
         names = [f.name for f in found] + [r.hip for f in found for r in f.rows if r.hip and r.hip != f.name]
         if not names:
             return None
-        ids, _ = self.retriever.mentions(names[:6], limit=5)
-        lowered = {n.lower() for n in names}
-        extra = [t for t in query_terms(question) if t not in lowered and t not in _LOOKUP_FILLER]
+        ids, _ = self.retriever.mentions(names[:6], limit=8)
+        extra = _extra_terms(question, names)
         flagged = any(r.status != "supported" for f in found for r in f.rows)
-        for p in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 5):
+        best, best_score = None, 0
+        for p in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 8):
             text = f"{p.title} {p.section} {p.text}".lower()
-            if flagged or any(n in p.section for n in names) or any(t[:5] in text for t in extra):
-                return p
+            score = sum(t[:5] in text for t in extra) + 2 * any(n in p.section for n in names)
+            if best is None or score > best_score:
+                best, best_score = p, score
+        # A question that only asks for the mapping gets a note when the row needs explaining.
+        if best is not None and (best_score or flagged or extra):
+            return best
         return None
 
     # -- retrieval --
@@ -565,7 +612,7 @@ class Answerer:
             fact_lines.extend(extra_lines)
             records.extend(extra_records)
         sources = dedupe_sources([p.source() for p in passages] + table_sources)
-        terms = query_terms(expand_query(question))
+        terms = list(dict.fromkeys([n.lower() for n in names] + query_terms(expand_query(question))))
         if self.settings.llm_url and passages:
             try:
                 text = self._generate(question, passages, fact_lines, terms)
