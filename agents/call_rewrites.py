@@ -8,8 +8,6 @@ Argument numbers refer to the original call. Operations:
 * ``cast_size_t``: wrap it in ``reinterpret_cast<size_t*>(...)``;
 * ``add``: insert a constant before argument k, or append it when the call has fewer arguments;
 * ``append``: append a constant when the call has exactly k arguments (a missing last one);
-* ``append_typed``: the same, only when argument 0 is not a ``void **`` (a typed pointer selects the
-  C++ template overload whose defaulted flags hipify-clang spells out; ``void **`` the C function);
 * ``replace``: replace the argument with a constant;
 * ``remove``: drop the argument (and its comma);
 * ``copy``: insert a copy of argument k before argument ``value`` (or append it).
@@ -39,7 +37,7 @@ HIP: dict[str, list[Op]] = {
     "cudaGraphExecMemcpyNodeSetParamsToSymbol": [(2, "symbol", "")],
     "cudaGraphExecMemcpyNodeSetParamsFromSymbol": [(3, "symbol", "")],
     "cudaGetTextureReference": [(1, "symbol", "")],
-    "cudaMallocHost": [(2, "append_typed", "hipHostMallocDefault")],
+    "cudaMallocHost": [(2, "append", "hipHostMallocDefault")],
     "cuOccupancyMaxPotentialBlockSize": [(3, "remove", "")],
     "cuOccupancyMaxPotentialBlockSizeWithFlags": [(3, "remove", "")],
     "cusparseSpSM_solve": [(10, "add", "nullptr")],

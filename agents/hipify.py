@@ -395,7 +395,6 @@ class _Translator:
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
         self.special = frozenset(self.calls) | frozenset(self.overloads) | _blas_v2_only()
-        self._void_ptrs: set[str] | None = None
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -585,9 +584,8 @@ class _Translator:
                     self.edit(first(k), first(k), value + ", ")
                 else:
                     self.edit(close_at, close_at, ", " + value)
-            elif op in ("append", "append_typed") and k == n:
-                if op == "append" or not self._void_pointer_pointer(self.src[first(0) : last(0)]):
-                    self.edit(close_at, close_at, ", " + value)
+            elif op == "append" and k == n:
+                self.edit(close_at, close_at, ", " + value)
             elif op == "replace" and k < n:
                 self.edit(first(k), last(k), value)
             elif op == "remove" and k < n:
@@ -603,18 +601,6 @@ class _Translator:
                 else:
                     self.edit(close_at, close_at, ", " + text)
         return None
-
-    def _void_pointer_pointer(self, arg: str) -> bool:
-        """Whether a call argument is a ``void **``: cast to it, or ``&p`` of a ``void *p`` declared in
-        the file (found by one scan, on first use)."""
-        flat = "".join(arg.split())
-        if flat.startswith(("(void**)", "reinterpret_cast<void**>", "static_cast<void**>")):
-            return True
-        if not flat.startswith("&") or not _IDENT.fullmatch(flat[1:]):
-            return False
-        if self._void_ptrs is None:
-            self._void_ptrs = {m.group(1) for m in _VOID_PTR_DECL.finditer(self.src)}
-        return flat[1:] in self._void_ptrs
 
     def _half2_declaration(self, tok: Token, names: set[str]) -> None:
         """Remember variables declared ``half2 name`` (not pointers) for ``_half2_members``."""
@@ -836,7 +822,6 @@ class _Translator:
 
 _DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_VOID_PTR_DECL = re.compile(r"\bvoid[ \t]*\*[ \t]*([A-Za-z_]\w*)[ \t]*[;,=)\[]")
 
 
 def _macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:

@@ -53,7 +53,7 @@ def test_excluded_blocks_follow_nesting_and_undef() -> None:
     assert pp_blocks.excluded_blocks("#if SOME_VERSION >= 3\na\n#else\nb\n#endif\n") == []
 
 
-def test_malloc_host_flag_only_for_the_typed_template_overload() -> None:
+def test_malloc_host_spells_out_the_default_flag_whatever_the_pointer() -> None:
     src = (
         "void f(size_t n) {\n  float *typed;\n  void *raw;\n"
         "  cudaMallocHost(&typed, n);\n  cudaMallocHost((void **)&typed, n);\n"
@@ -61,6 +61,6 @@ def test_malloc_host_flag_only_for_the_typed_template_overload() -> None:
     )
     out = translate(src, HipifyOptions(lint=False)).text
     assert "hipHostMalloc(&typed, n, hipHostMallocDefault);" in out
-    assert "hipHostMalloc((void **)&typed, n);" in out
-    assert "hipHostMalloc(&raw, n);" in out
+    assert "hipHostMalloc((void **)&typed, n, hipHostMallocDefault);" in out
+    assert "hipHostMalloc(&raw, n, hipHostMallocDefault);" in out
     assert "hipHostMalloc(&typed, n, hipHostMallocMapped);" in out
