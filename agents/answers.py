@@ -99,6 +99,45 @@ LIBRARY_LABELS = {
     "CUB_API": ("CUB", "hipCUB"),
     "cuComplex_API": ("cuComplex", "hipComplex"),
 }
+# Library names a question may use as words ("hipcub", "rocThrust"): never unknown APIs.
+LIBRARY_NAMES = frozenset(
+    [
+        "cublas",
+        "cublaslt",
+        "hipblas",
+        "hipblaslt",
+        "rocblas",
+        "cufft",
+        "hipfft",
+        "rocfft",
+        "cusparse",
+        "hipsparse",
+        "rocsparse",
+        "cusolver",
+        "hipsolver",
+        "rocsolver",
+        "curand",
+        "hiprand",
+        "rocrand",
+        "cudnn",
+        "hipdnn",
+        "miopen",
+        "cub",
+        "hipcub",
+        "rocprim",
+        "thrust",
+        "rocthrust",
+        "nccl",
+        "rccl",
+        "nvrtc",
+        "hiprtc",
+        "hipify",
+        "hipcc",
+        "rocalution",
+        "cucomplex",
+        "hipcomplex",
+    ]
+)
 ROC_LABELS = {
     "CUBLAS_API": "rocBLAS",
     "CUSPARSE_API": "rocSPARSE",
@@ -311,11 +350,10 @@ class ApiIndex:
                 and _API_PREFIX.match(token)
                 and _api_shaped(token)
                 and token not in self.vocabulary
+                and token.lower() not in LIBRARY_NAMES
                 and len(unknown) < MAX_APIS
             ):
-                suggestions = self.suggest(token)
-                if suggestions:
-                    unknown[token] = suggestions
+                unknown[token] = self.suggest(token)
         return list(found.values())[:MAX_APIS], list(unknown.items())
 
 
@@ -515,7 +553,8 @@ class Answerer:
             self.refresh()
             found, unknown = self.index.find(question)
             conceptual = bool(_CONCEPTUAL.search(question)) and not _LOOKUP.search(question)
-            if (found or unknown) and not conceptual:
+            # A name known nowhere, with no near miss, is answered from the docs around it.
+            if (found or any(s for _, s in unknown)) and not conceptual:
                 return self._lookup(question, found, unknown)
             return self._retrieve_and_answer(question, found, unknown, k)
 
@@ -553,6 +592,13 @@ class Answerer:
     def _did_you_mean(self, unknown: list[tuple[str, list[str]]]) -> tuple[list[str], list[dict]]:
         lines, records = [], []
         for token, suggestions in unknown:
+            if not suggestions:
+                lines.append(
+                    f"`{token}` is in neither HIPIFY's mapping tables nor the HIP docs, so hipify "
+                    "leaves it unconverted; check the spelling, or see the passages below."
+                )
+                records.append({"query": token, "found": False, "suggestions": []})
+                continue
             options = " or ".join(f"`{s}`" for s in suggestions)
             lines.append(f"`{token}` is not in HIPIFY's mapping tables. Did you mean {options}?")
             records.append({"query": token, "found": False, "suggestions": suggestions})
@@ -565,7 +611,7 @@ class Answerer:
             lines.extend(extra_lines)
             records.extend(extra_records)
             for _, suggestions in unknown:
-                best = self.index.resolve(suggestions[0])
+                best = self.index.resolve(suggestions[0]) if suggestions else None
                 if best is not None:
                     row = _order_rows(best)[0]
                     lines.append("Closest match: " + describe(row, best.name))
@@ -612,7 +658,9 @@ class Answerer:
             fact_lines.extend(extra_lines)
             records.extend(extra_records)
         sources = dedupe_sources([p.source() for p in passages] + table_sources)
-        terms = list(dict.fromkeys([n.lower() for n in names] + query_terms(expand_query(question))))
+        # Trim around the names searched and the question's rarer words ("thrust" over "hip").
+        words = self.retriever.selective(query_terms(expand_query(question)))
+        terms = list(dict.fromkeys([n.lower() for n in names] + words))
         if self.settings.llm_url and passages:
             try:
                 text = self._generate(question, passages, fact_lines, terms)
