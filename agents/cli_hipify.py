@@ -76,10 +76,10 @@ def _flag(*names: str, help: str) -> click.Option:
     "--amap",
     help="Accepted for hipify-clang compatibility (this translator always converts as much as possible).",
 )
-@_flag("--default-preprocessor", help="Accepted for hipify-clang compatibility.")
+@_flag("--default-preprocessor", help="Same as --skip-excluded-preprocessor-conditional-blocks.")
 @_flag(
     "--skip-excluded-preprocessor-conditional-blocks",
-    help="Leave #if/#ifdef branches the file's own macros rule out untranslated.",
+    help="In #if/#ifdef branches the file's own macros rule out, rename names only (no launch/call rewrites).",
 )
 @_flag("--no-undocumented-features", help="Do not rewrite half2 .x/.y as reinterpret_cast<half&>(...).")
 @_flag("--no-warnings-on-undocumented-features", help="Accepted for hipify-clang compatibility.")
@@ -127,6 +127,7 @@ def hipify(
     no_lints: bool,
     no_undocumented_features: bool,
     skip_excluded_preprocessor_conditional_blocks: bool,
+    default_preprocessor: bool,
     check_arch: str | None,
     check_timeout: float,
     **_accepted: object,
@@ -162,7 +163,7 @@ def hipify(
         translate_strings=not keep_strings,
         lint=not no_lints,
         undocumented_features=not no_undocumented_features,
-        skip_excluded_blocks=skip_excluded_preprocessor_conditional_blocks,
+        skip_excluded_blocks=skip_excluded_preprocessor_conditional_blocks or default_preprocessor,
     )
     if "-" in paths:
         if len(paths) > 1:

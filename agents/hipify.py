@@ -175,7 +175,7 @@ class HipifyOptions:
     insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
-    skip_excluded_blocks: bool = False  # leave #if branches known not taken untranslated
+    skip_excluded_blocks: bool = False  # #if branches known not taken: names only, no launch/call rewrite
 
 
 @dataclass(frozen=True)
@@ -442,7 +442,8 @@ class _Translator:
                     ex_i += 1
                     ex_start, ex_end = excluded[ex_i] if ex_i < len(excluded) else (-1, -1)
                 if ex_start < at <= ex_end:
-                    continue  # inside a conditional block the compiler would skip
+                    self._excluded_token(m)
+                    continue
             if kind == "ident":
                 text = m.group("ident")
                 r = renames.get(text)
@@ -501,6 +502,24 @@ class _Translator:
             self.edits.append((where, where, "\n#include <hip/hip_runtime.h>\n"))
             self.edits.sort(key=lambda e: (e[0], e[1]))
         return self._apply()
+
+    def _excluded_token(self, m: re.Match[str]) -> None:
+        """A token in a conditional block the compiler skips: like hipify-clang, which rewrites such
+        blocks only with its raw-token pass, names are renamed (strings too) but no launch, include or
+        call argument is rewritten."""
+        kind = m.lastgroup
+        if kind == "ident":
+            text = m.group("ident")
+            r = self.renames.get(text)
+            if r is not None and r.target is not None:
+                tok = Token(IDENT, text, m.start("ident"), m.end("ident"))
+                if r.target != text:
+                    self.edit(tok.start, tok.end, r.target)
+                self._count(text, r.api, r.kind)
+            return
+        tok = match_token(self.src, m)
+        if tok is not None and tok.kind == STRING and self.opt.translate_strings and tok.text.startswith('"'):
+            self._rewrite_string(tok)
 
     def _apply(self) -> str:
         out = []

@@ -1,5 +1,6 @@
 """Preprocessor conditional blocks a compiler would skip, for hipify-clang's
-``--skip-excluded-preprocessor-conditional-blocks``: code inside them is left untranslated.
+``--skip-excluded-preprocessor-conditional-blocks``: code inside them gets only the name renames of
+hipify-clang's raw-token pass (no kernel launch, include or call argument rewrite).
 
 Without the include files this can only know the macros the file itself ``#define``s, so a condition
 is three-valued: true, false, or unknown (a name the file does not define might come from a header,

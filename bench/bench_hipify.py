@@ -204,7 +204,8 @@ def unit_tests(directory: Path) -> int:
             experimental="--experimental" in opts,
             hip_kernel_execution_syntax="--hip-kernel-execution-syntax" in opts,
             use_hip_data_types="--use-hip-data-types" in opts,
-            skip_excluded_blocks="--skip-excluded-preprocessor-conditional-blocks" in opts,
+            skip_excluded_blocks="--skip-excluded-preprocessor-conditional-blocks" in opts
+            or "--default-preprocessor" in opts,
             lint=False,
         )
         start = time.perf_counter()

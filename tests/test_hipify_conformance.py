@@ -30,11 +30,12 @@ void f(int *p) {
 """
 
 
-def test_skip_excluded_blocks_leaves_branches_ruled_out_by_the_files_macros() -> None:
+def test_skip_excluded_blocks_keeps_launches_in_branches_ruled_out_by_the_files_macros() -> None:
     out = translate(CONDITIONALS, SKIP).text
-    assert "  cudaDeviceSynchronize();\n  k<<<1, 2>>>(p);\n" in out
+    # ruled out: names are still renamed (hipify-clang's raw-token pass), the launch is not rewritten
+    assert "  hipDeviceSynchronize();\n  k<<<1, 2>>>(p);\n" in out
     assert "  hipFree(p);\n" in out
-    assert "  cudaMalloc(&p, 4);\n" in out
+    assert "  hipMalloc(&p, 4);\n" in out
     assert "hipLaunchKernelGGL(k, dim3(3), dim3(4), 0, 0, p);" in out
     # __CUDACC__ comes from the compiler: unknown here, so both branches are translated
     assert "hipStreamSynchronize(0);" in out and "hipDeviceReset();" in out
@@ -42,8 +43,20 @@ def test_skip_excluded_blocks_leaves_branches_ruled_out_by_the_files_macros() ->
 
 def test_without_the_option_every_branch_is_translated() -> None:
     out = translate(CONDITIONALS, HipifyOptions(hip_kernel_execution_syntax=True, lint=False)).text
-    assert "cudaDeviceSynchronize" not in out and "cudaMalloc" not in out
     assert "hipLaunchKernelGGL(k, dim3(1), dim3(2), 0, 0, p);" in out
+
+
+def test_excluded_blocks_keep_includes_and_call_argument_rewrites_but_rename_macro_bodies() -> None:
+    src = (
+        "#include <cuda_runtime.h>\n__device__ int sym;\n#ifdef USE_DOUBLE\n#include <cublas_v2.h>\n"
+        "#define CPLX cuDoubleComplex\nvoid g(int *h) { cudaMemcpyToSymbol(sym, h, 4); }\n#else\n"
+        "#define CPLX cuFloatComplex\nvoid g(int *h) { cudaMemcpyToSymbol(sym, h, 4); }\n#endif\n"
+    )
+    out = translate(src, SKIP).text
+    assert "#include <cublas_v2.h>" in out
+    assert "#define CPLX hipDoubleComplex" in out and "#define CPLX hipFloatComplex" in out
+    assert "{ hipMemcpyToSymbol(sym, h, 4); }\n#else" in out
+    assert "{ hipMemcpyToSymbol(HIP_SYMBOL(sym), h, 4); }\n#endif" in out
 
 
 def test_excluded_blocks_follow_nesting_and_undef() -> None:
