@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hipbot.agents import pp_blocks
 from hipbot.agents.hipify import HipifyOptions, translate
+
+from hipbot.cli import main
 
 SKIP = HipifyOptions(skip_excluded_blocks=True, hip_kernel_execution_syntax=True, lint=False)
 
@@ -77,3 +82,16 @@ def test_malloc_host_spells_out_the_default_flag_whatever_the_pointer() -> None:
     assert "hipHostMalloc((void **)&typed, n, hipHostMallocDefault);" in out
     assert "hipHostMalloc(&raw, n, hipHostMallocDefault);" in out
     assert "hipHostMalloc(&typed, n, hipHostMallocMapped);" in out
+
+
+@pytest.mark.parametrize(
+    "flag", ["--skip-excluded-preprocessor-conditional-blocks", "--default-preprocessor"]
+)
+def test_cli_skip_flag_spellings(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "c.cu"
+    src.write_text("__global__ void k();\nvoid f() {\n#ifdef NEVER_SET\n  k<<<1, 1>>>();\n#endif\n}\n")
+    assert main(["hipify", flag, "--hip-kernel-execution-syntax", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "  k<<<1, 1>>>();" in out and "hipLaunchKernelGGL" not in out
+    assert main(["hipify", "--hip-kernel-execution-syntax", str(src)]) == 0
+    assert "hipLaunchKernelGGL(k, dim3(1), dim3(1), 0, 0);" in capsys.readouterr().out
