@@ -12,8 +12,10 @@ Argument numbers refer to the original call. Operations:
 * ``remove``: drop the argument (and its comma);
 * ``copy``: insert a copy of argument k before argument ``value`` (or append it).
 
-Argument moves that hipify-clang declares for a few cuDNN calls are not listed: its own output
-leaves those calls in their original order, and so does this translator.
+* ``swap``: ``value`` is "j count": arguments k.. and j.. (count of each) trade places, the text
+  between arguments staying where it is;
+* ``to_end``: move ``value`` arguments from k to the end of the call.
+The last two are hipify-clang's argument moves for MIOpen (cuDNN orders some arguments differently).
 """
 
 from __future__ import annotations
@@ -108,8 +110,13 @@ ROC: dict[str, list[Op]] = {
 }
 
 MIOPEN: dict[str, list[Op]] = {
-    "cudnnGetConvolutionForwardWorkspaceSize": [(5, "remove", "")],
-    "cudnnGetConvolutionBackwardDataWorkspaceSize": [(5, "remove", "")],
+    "cudnnGetConvolutionForwardWorkspaceSize": [(1, "swap", "2 1"), (5, "remove", "")],
+    "cudnnGetConvolutionBackwardDataWorkspaceSize": [(1, "swap", "2 1"), (5, "remove", "")],
+    "cudnnSoftmaxForward": [(1, "to_end", "2")],
+    "cudnnSoftmaxBackward": [(1, "to_end", "2")],
+    "cudnnConvolutionForward": [(8, "to_end", "2")],
+    "cudnnConvolutionBackwardData": [(2, "swap", "4 2"), (8, "to_end", "2")],
+    "cudnnRNNBackwardWeights": [(9, "swap", "11 2")],
     "cudnnFindConvolutionForwardAlgorithmEx": [(13, "add", "true")],
     "cudnnSetPooling2dDescriptor": [(2, "remove", "")],
     "cudnnGetPooling2dDescriptor": [(2, "remove", "")],

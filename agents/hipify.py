@@ -395,6 +395,9 @@ class _Translator:
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
         self.special = frozenset(self.calls) | frozenset(self.overloads) | _blas_v2_only()
+        # argument moves, applied after the scan: (span to replace, span whose translated text goes
+        # there, or None to delete); a zero-width span appends ", text"
+        self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -496,6 +499,8 @@ class _Translator:
         if half2_vars:
             self._half2_members(half2_vars, skipped)
         self.edits.sort(key=lambda e: (e[0], e[1]))
+        if self.moves:
+            self._move_arguments()
         self._launches(launches, template_kernels, skipped)
         if self.opt.insert_runtime_header and "runtime" not in self.inserted:
             where = self._header_insert_point(last_directive, pragma_once, first_include)
@@ -612,6 +617,17 @@ class _Translator:
                     self.edit(first(k), first(k + 1), "")
                 elif k > 0:
                     self.edit(last(k - 1), close_at, "")
+            elif op == "swap":
+                j, count = (int(v) for v in value.split())
+                if max(k, j) + count <= n:
+                    for i in range(count):
+                        a, b = (first(k + i), last(k + i)), (first(j + i), last(j + i))
+                        self.moves += [(a, b), (b, a)]
+            elif op == "to_end":
+                count = int(value)
+                if k + count < n:  # moved arguments leave with their trailing comma
+                    self.moves.append(((first(k), first(k + count)), None))
+                    self.moves.append(((close_at, close_at), (first(k), last(k + count - 1))))
             elif op == "copy" and k < n:
                 text = self.src[first(k) : last(k)]
                 to = int(value)
@@ -620,6 +636,26 @@ class _Translator:
                 else:
                     self.edit(close_at, close_at, ", " + text)
         return None
+
+    def _move_arguments(self) -> None:
+        """Apply the argument moves once every rename inside the arguments is known; the renames
+        inside a replaced span are dropped (its new text already carries them)."""
+        new_edits = []
+        for (a, b), source in self.moves:
+            if source is None:
+                new_edits.append((a, b, ""))
+                continue
+            text = self.render(*source)
+            new_edits.append((a, b, ", " + text if a == b else text))
+        spans = sorted((a, b) for a, b, _ in new_edits if a < b)
+        starts = [a for a, _ in spans]
+        kept = []
+        for e in self.edits:
+            i = bisect_left(starts, e[0] + 1) - 1
+            if i >= 0 and spans[i][0] <= e[0] and e[1] <= spans[i][1]:
+                continue
+            kept.append(e)
+        self.edits = sorted(kept + new_edits, key=lambda e: (e[0], e[1]))
 
     def _half2_declaration(self, tok: Token, names: set[str]) -> None:
         """Remember variables declared ``half2 name`` (not pointers) for ``_half2_members``."""

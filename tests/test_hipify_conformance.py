@@ -95,3 +95,38 @@ def test_cli_skip_flag_spellings(flag: str, tmp_path: Path, capsys: pytest.Captu
     assert "  k<<<1, 1>>>();" in out and "hipLaunchKernelGGL" not in out
     assert main(["hipify", "--hip-kernel-execution-syntax", str(src)]) == 0
     assert "hipLaunchKernelGGL(k, dim3(1), dim3(1), 0, 0);" in capsys.readouterr().out
+
+
+MIOPEN = HipifyOptions(roc=True, miopen=True, lint=False)
+
+
+def test_miopen_argument_moves() -> None:
+    src = (
+        "void f() {\n"
+        "  s = cudnnSoftmaxForward(h, CUDNN_SOFTMAX_FAST, CUDNN_SOFTMAX_MODE_INSTANCE, a, xd, x, b, yd, y);\n"
+        "  s = cudnnConvolutionForward(h, a, xd, x, wd, w, cd, algo, ws, wsn, b, yd, y);\n"
+        "  s = cudnnConvolutionBackwardData(h, a, wd, w, dyd, dy, cd, algo, ws, wsn, b, dxd, dx);\n"
+        "  s = cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &n);\n"
+        "  s = cudnnRNNBackwardWeights(h, r, l, xd, x, hd, hx, yd, y, ws, wsn, dwd, dw, rs, rsn);\n"
+        "}\n"
+    )
+    out = translate(src, MIOPEN).text
+    assert (
+        "miopenSoftmaxForward_V2(h, a, xd, x, b, yd, y, MIOPEN_SOFTMAX_FAST, MIOPEN_SOFTMAX_MODE_INSTANCE);"
+        in out
+    )
+    assert "miopenConvolutionForward(h, a, xd, x, wd, w, cd, algo, b, yd, y, ws, wsn);" in out
+    assert "miopenConvolutionBackwardData(h, a, dyd, dy, wd, w, cd, algo, b, dxd, dx, ws, wsn);" in out
+    assert "miopenConvolutionForwardGetWorkSpaceSize(h, wd, xd, cd, yd, &n);" in out
+    assert "miopenRNNBackwardWeights(h, r, l, xd, x, hd, hx, yd, y, dwd, dw, ws, wsn, rs, rsn);" in out
+
+
+def test_moved_arguments_keep_the_line_layout_of_the_rest() -> None:
+    src = "void f() {\n  cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_LOG, m, a,\n      yd, y, dyd, dy, b, dxd, dx);\n}\n"
+    out = translate(src, MIOPEN).text
+    assert (
+        "  miopenSoftmaxBackward_V2(h, a,\n      yd, y, dyd, dy, b, dxd, dx, MIOPEN_SOFTMAX_LOG, m);\n" in out
+    )
+    # hipDNN (no --roc --miopen) keeps cuDNN's order
+    plain = translate(src, HipifyOptions(lint=False)).text
+    assert "hipdnnSoftmaxBackward(h, HIPDNN_SOFTMAX_LOG, m, a," in plain
