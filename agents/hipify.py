@@ -433,7 +433,10 @@ class _Translator:
         special = self.special
         half2_vars: set[str] = set()
         skipped: list[tuple[int, int]] = []  # comments and literals, for the half2 pass
-        excluded = pp_blocks.excluded_blocks(src) if self.opt.skip_excluded_blocks else []
+        excluded = []
+        if self.opt.skip_excluded_blocks:
+            own_headers = any(name not in INCLUDES for name in _QUOTED_INCLUDE.findall(src))
+            excluded = pp_blocks.excluded_blocks(src, open_world=own_headers)
         ex_i = 0
         ex_start, ex_end = excluded[0] if excluded else (-1, -1)
         for m in self.scanner.finditer(src):
@@ -877,6 +880,7 @@ class _Translator:
 
 _DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]*)"', re.MULTILINE)
 
 
 def _macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:

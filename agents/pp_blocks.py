@@ -45,7 +45,7 @@ class _Expr:
         "%": 6,
     }
 
-    def __init__(self, text: str, macros: dict[str, str]) -> None:
+    def __init__(self, text: str, macros: dict[str, str], open_world: bool) -> None:
         self.toks: list[tuple[str, str]] = []
         pos = 0
         text = text.rstrip()
@@ -62,6 +62,7 @@ class _Expr:
             pos = m.end()
         self.i = 0
         self.macros = macros
+        self.open_world = open_world
 
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -109,7 +110,7 @@ class _Expr:
             kind, name = self.take()
             if paren and self.take() != ("op", ")"):
                 raise ValueError("unbalanced")
-            return _defined(name, self.macros)
+            return _defined(name, self.macros, self.open_world)
         if kind == "id":
             body = self.macros.get(text)
             if body is not None and body.strip().isdigit():
@@ -146,30 +147,32 @@ def _apply(op: str, a: int | None, b: int | None) -> int | None:
     }[op]()
 
 
-def _defined(name: str, macros: dict[str, str]) -> int | None:
+def _defined(name: str, macros: dict[str, str], open_world: bool) -> int | None:
     if name in macros:
         return 1
-    return None if _predefined_like(name) else 0
+    return None if open_world or _predefined_like(name) else 0
 
 
-def _condition(kind: str, text: str, macros: dict[str, str]) -> bool | None:
+def _condition(kind: str, text: str, macros: dict[str, str], open_world: bool) -> bool | None:
     text = _COMMENT.sub(" ", text).strip()
     if kind in ("ifdef", "ifndef"):
         name = text.split()[0] if text.split() else ""
-        v = _defined(name, macros)
+        v = _defined(name, macros, open_world)
         if v is None:
             return None
         return bool(v) if kind == "ifdef" else not v
     try:
-        v = _Expr(text, macros).value()
+        v = _Expr(text, macros, open_world).value()
     except (ValueError, RecursionError):
         return None
     return None if v is None else bool(v)
 
 
-def excluded_blocks(source: str) -> list[tuple[int, int]]:
+def excluded_blocks(source: str, open_world: bool = False) -> list[tuple[int, int]]:
     """Sorted, disjoint (start, end) offsets of the text inside conditional branches known not taken:
-    from the line after the branch's directive to the start of the next directive of that group."""
+    from the line after the branch's directive to the start of the next directive of that group.
+    ``open_world``: the file includes headers of its own, which may define any name, so a name the
+    file does not define is unknown rather than undefined."""
     macros: dict[str, str] = {}
     # per open #if: (enclosing active?, state) with state "done" (a branch taken), "pending" (none
     # yet, all known false) or "unknown" (an earlier branch may have been taken)
@@ -213,7 +216,11 @@ def excluded_blocks(source: str) -> list[tuple[int, int]]:
             if state == "done":
                 active = False
             else:
-                cond = _condition("if" if kind == "elif" else kind, rest, macros) if parent else False
+                cond = (
+                    _condition("if" if kind == "elif" else kind, rest, macros, open_world)
+                    if parent
+                    else False
+                )
                 active = parent and cond is not False
                 if cond is True:
                     state = "done"

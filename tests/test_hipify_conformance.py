@@ -130,3 +130,14 @@ def test_moved_arguments_keep_the_line_layout_of_the_rest() -> None:
     # hipDNN (no --roc --miopen) keeps cuDNN's order
     plain = translate(src, HipifyOptions(lint=False)).text
     assert "hipdnnSoftmaxBackward(h, HIPDNN_SOFTMAX_LOG, m, a," in plain
+
+
+def test_a_file_with_its_own_headers_leaves_undefined_names_unknown() -> None:
+    body = "__global__ void k();\nvoid f() {\n#ifdef USE_FAST_PATH\n  k<<<1, 1>>>();\n#endif\n}\n"
+    alone = translate(body, SKIP).text
+    assert "  k<<<1, 1>>>();" in alone
+    with_config = translate('#include "config.h"\n' + body, SKIP).text
+    assert "hipLaunchKernelGGL(k, dim3(1), dim3(1), 0, 0);" in with_config
+    # a CUDA header is not the project's own: the macro is still known to be undefined
+    with_cuda = translate('#include "cuda_runtime.h"\n' + body, SKIP).text
+    assert "  k<<<1, 1>>>();" in with_cuda
