@@ -6,8 +6,8 @@ Without the include files this can only know the macros the file itself ``#defin
 is three-valued: true, false, or unknown (a name the file does not define might come from a header,
 or be predefined by the compiler). Only blocks whose condition is known false are excluded;
 ``#ifdef X`` of a plain name the file never defines is false (as the compiler would see it when no
-header defines it either), while names spelled like predefined macros (``__X``, ``CUDA...``) stay
-unknown. One pass over the directive lines, so linear in the file size.
+header defines it either) unless the file includes headers of its own, while names spelled like
+predefined macros (``__X``, ``CUDA...``) stay unknown. One pass over the directive lines, so linear in the file size.
 """
 
 from __future__ import annotations
