@@ -42,7 +42,7 @@ _CONCEPTUAL = re.compile(
 _LOOKUP = re.compile(
     r"\b(equivalent|replace\w*|replacement|map\w*|counterpart|instead|analog\w*|version|supported|"
     r"support|deprecated|removed|experimental|available|hipify\w*|convert\w*|translat\w*)\b|"
-    r"对应|替换|替代|等价|支持|弃用|版本",
+    r"对应|替换|替代|等价|支持|弃用|版本|叫什么|改成|改为|换成|用什么",
     re.IGNORECASE,
 )
 _LOOKUP_FILLER = frozenset(
@@ -451,12 +451,13 @@ def _order_rows(found: Found) -> list[ApiMapping]:
 
 # --- extractive answers ---------------------------------------------------------------------
 
+_IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*(])|\n")
 
 
-def trim(text: str, terms: list[str], limit: int = 600) -> str:
+def trim(text: str, terms: list[str], limit: int = 600, name_weight: int = 2) -> str:
     """The window of ``text`` (at most ``limit`` chars, original layout) around the sentence or
-    line holding most question terms."""
+    line holding most question terms (an API name counts ``name_weight`` words)."""
     text = text.strip()
     if len(text) <= limit:
         return text
@@ -467,8 +468,10 @@ def trim(text: str, terms: list[str], limit: int = 600) -> str:
         start = sep.end()
     if start < len(text):
         spans.append((start, len(text)))
-    stems = [t[:5] for t in terms]
-    scores = [sum(1 for stem in stems if stem in text[a:b].lower()) for a, b in spans]
+    # Words match by a 5-letter stem (inflections), API names only whole: "__shf" would find
+    # every shuffle signature, not the __shfl_xor_sync asked about.
+    keys = [(t, name_weight) if _IDENT_TERM.match(t) else (t[:5], 1) for t in terms]
+    scores = [sum(w for key, w in keys if key in text[a:b].lower()) for a, b in spans]
     best = max(range(len(spans)), key=lambda i: (scores[i], -i))
     lo = hi = best
     while True:
@@ -563,8 +566,10 @@ class Answerer:
     def table_sources(self, row: ApiMapping, roc_first: bool) -> list[dict[str, str]]:
         cuda_label = LIBRARY_LABELS.get(row.library, (row.library,))[0]
         pages = [row.table]
-        if row.roc:
-            pages = [*_roc_pages(row), row.table] if roc_first else [row.table, *_roc_pages(row)]
+        # The roc/MIOpen page also answers "no rocX equivalent" to a question that asks about it.
+        if row.roc or (roc_first and row.library in ROC_LABELS):
+            roc = _roc_pages(row)
+            pages = [*roc, row.table] if roc_first and row.roc else [row.table, *roc]
         return [
             {"path": p, "section": row.section or cuda_label, "url": self.urls.get(p, "")}
             for p in pages
@@ -621,7 +626,7 @@ class Answerer:
             names = [f.name for f in found]
             focus = list(dict.fromkeys(_extra_terms(question, names) + [n.lower() for n in names]))
             lines.append(
-                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, focus, 400)}"
+                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, focus, 400, name_weight=1)}"
             )
             sources.append(note.source())
         return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records)

@@ -96,3 +96,23 @@ def test_lookups_phrased_many_ways(engine, question: str, cuda: str, hip: str) -
     }
     assert (cuda, hip) in names or (cuda, None) in names
     assert f"`{hip}`" in answer.answer
+
+
+def test_question_about_the_roc_side_cites_its_page_even_without_an_equivalent(engine) -> None:
+    answer = engine.ask("what is cudnnSetTensor4dDescriptor in MIOpen")
+    assert "No MIOpen equivalent is listed." in answer.answer
+    assert paths(answer)[0] == "HIPIFY/docs/tables/CUDNN_API_supported_by_HIP.md"
+    assert "HIPIFY/docs/tables/CUDNN_API_supported_by_MIOPEN.md" in paths(answer)
+
+
+def test_chinese_how_do_i_change_it_is_a_lookup(engine) -> None:
+    answer = engine.ask("cudaMemcpyToSymbol 怎么改成 HIP")
+    assert answer.mode == "lookup" and "`hipMemcpyToSymbol`" in answer.answer
+
+
+def test_note_is_trimmed_on_the_name_asked_not_its_prefix(engine) -> None:
+    # Every shuffle signature starts "__shfl"; the quoted window must hold __shfl_xor_sync's.
+    answer = engine.ask("Is __shfl_xor_sync supported?")
+    assert "no HIP equivalent" in answer.answer
+    note = answer.answer.split("In the docs", 1)[1]
+    assert "__shfl_xor_sync  (unsigned long long mask" in note
