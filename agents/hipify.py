@@ -655,8 +655,8 @@ class _Translator:
         kept = []
         for e in self.edits:
             i = bisect_left(starts, e[0] + 1) - 1
-            if i >= 0 and spans[i][0] <= e[0] and e[1] <= spans[i][1]:
-                continue
+            if i >= 0 and e[0] < spans[i][1] and e[1] <= spans[i][1]:
+                continue  # inside a replaced span (an insertion right after it stays)
             kept.append(e)
         self.edits = sorted(kept + new_edits, key=lambda e: (e[0], e[1]))
 
