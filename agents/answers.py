@@ -592,7 +592,31 @@ class Answerer:
             for row in shown:
                 records.append(api_record(row, hit.name, self.urls))
                 sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
+            declared = self._declared_in_hip_docs(hit.name) if all(r.hip is None for r in rows) else None
+            if declared is not None:
+                lines.append(
+                    f"But the HIP docs declare `{hit.name}` in HIP itself, under the same name "
+                    f"({declared.title} \u203a {declared.section}, {declared.path}): code using it needs no "
+                    "rename, so the table has nothing to map it to; check that section for how HIP's version "
+                    "differs (for instance its mask or return types)."
+                )
+                sources.append(declared.source())
         return lines, records, sources
+
+    def _declared_in_hip_docs(self, name: str) -> Passage | None:
+        """A HIP docs passage that declares ``name`` as a HIP function (``name (`` in a code line
+        that does not call it unsupported). HIPIFY's tables list such CUDA names as unsupported
+        because there is nothing to rename, e.g. the ``__shfl_*_sync`` functions since HIP 6.2."""
+        ids, _ = self.retriever.mentions([name], limit=10)
+        declaration = re.compile(rf"^[^\n]*\b{re.escape(name)}\s*\([^\n]*$", re.MULTILINE)
+        for passage in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 10):
+            if not passage.path.startswith("HIP/docs/"):
+                continue
+            for match in declaration.finditer(passage.text):
+                line = match.group(0).lower()
+                if "not supported" not in line and "unsupported" not in line:
+                    return passage
+        return None
 
     def _did_you_mean(self, unknown: list[tuple[str, list[str]]]) -> tuple[list[str], list[dict]]:
         lines, records = [], []

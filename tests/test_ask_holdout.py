@@ -116,3 +116,13 @@ def test_note_is_trimmed_on_the_name_asked_not_its_prefix(engine) -> None:
     assert "no HIP equivalent" in answer.answer
     note = answer.answer.split("In the docs", 1)[1]
     assert "__shfl_xor_sync  (unsigned long long mask" in note
+
+
+def test_unsupported_row_that_hip_declares_under_the_same_name(engine) -> None:
+    # HIPIFY's tables list __shfl_down_sync as unsupported (nothing to rename), yet HIP declares it.
+    answer = engine.ask("why does my __shfl_down_sync code give wrong sums on MI250?")
+    assert "declare `__shfl_down_sync` in HIP itself" in answer.answer
+    assert "HIP/docs/reference/kernel_language.rst" in paths(answer)
+    # A name HIP really lacks keeps the plain "no HIP equivalent".
+    missing = engine.ask("what replaces cudaDeviceFlushGPUDirectRDMAWrites?")
+    assert "no HIP equivalent" in missing.answer and "in HIP itself" not in missing.answer
