@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from hipbot.agents.compile_check import check, unsafe_includes
 from hipbot.agents.hipify import HipifyOptions, translate
-
-needs_hipcc = pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc is not installed")
 
 CUDA_SAXPY = """#include <cuda_runtime.h>
 #include <cstdio>
@@ -42,7 +38,7 @@ int main() {
 """
 
 
-@needs_hipcc
+@pytest.mark.hipcc
 @pytest.mark.hipcc
 def test_translated_kernels_compile_for_gfx90a_both_launch_syntaxes() -> None:
     for hip_syntax in (False, True):
@@ -52,7 +48,7 @@ def test_translated_kernels_compile_for_gfx90a_both_launch_syntaxes() -> None:
         assert result.errors == []
 
 
-@needs_hipcc
+@pytest.mark.hipcc
 @pytest.mark.hipcc
 def test_diagnostics_point_at_translated_lines() -> None:
     hip = translate(CUDA_SAXPY.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + undefined_thing;")).text
@@ -87,7 +83,7 @@ def test_bad_arch_and_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not result.ok and not result.available
 
 
-@needs_hipcc
+@pytest.mark.hipcc
 @pytest.mark.hipcc
 def test_time_limit_kills_the_compiler() -> None:
     # deep template recursion keeps the front end busy far longer than the limit
