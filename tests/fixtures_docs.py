@@ -10,9 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hipbot.agents.answers import Answer, Answerer, get_answerer
 from hipbot.agents.ingest import IngestSummary, ingest
 
 from hipbot.config import Settings, load_settings
+
+RUNTIME = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md"
+
+
+def paths(answer: Answer) -> list[str]:
+    """The cited paths of an answer, in order."""
+    return [s["path"] for s in answer.sources]
 
 
 @dataclass
@@ -31,3 +39,9 @@ def ingested_docs(docs_root: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     home = tmp_path_factory.getbasetemp() / "docs-home"
     settings = docs_settings_for(home, docs_root)
     return IngestedDocs(settings, ingest(settings, progress=False))
+
+
+@pytest.fixture(scope="session")
+def engine(ingested_docs: IngestedDocs) -> Answerer:
+    """The answer engine over the ingested corpus, loaded once (its embedding model is slow to load)."""
+    return get_answerer(ingested_docs.settings)

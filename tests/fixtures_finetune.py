@@ -45,6 +45,23 @@ def smollm2_gguf() -> Path:
     return next(folder.glob("*.gguf"))
 
 
+def write_config_only_model(dest: Path) -> Path:
+    """A model folder with only a small Llama config.json: enough for validation and the memory
+    estimate, with no weights to load."""
+    dest.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 1000,
+    }
+    (dest / "config.json").write_text(json.dumps(config))
+    return dest
+
+
 def build_tiny_model(dest: Path) -> Path:
     """A random-weight Llama (2 layers, hidden 64) saved as safetensors with SmolLM2's tokenizer."""
     import torch

@@ -6,22 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures_docs import IngestedDocs, docs_settings_for
-from hipbot.agents.answers import MAX_QUESTION_CHARS, Answer, ask, get_answerer
+from fixtures_docs import RUNTIME, IngestedDocs, docs_settings_for, paths
+from hipbot.agents.answers import MAX_QUESTION_CHARS, ask
 
 from hipbot.cli import main
 from hipbot.errors import HipbotError
-
-RUNTIME = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md"
-
-
-@pytest.fixture(scope="module")
-def engine(ingested_docs: IngestedDocs):
-    return get_answerer(ingested_docs.settings)
-
-
-def paths(answer: Answer) -> list[str]:
-    return [s["path"] for s in answer.sources]
 
 
 def test_lookup_of_a_supported_api(engine) -> None:

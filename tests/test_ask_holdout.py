@@ -5,19 +5,7 @@ nowhere, and extracts that keep the key sentence."""
 from __future__ import annotations
 
 import pytest
-from fixtures_docs import IngestedDocs
-from hipbot.agents.answers import Answer, get_answerer
-
-RUNTIME = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md"
-
-
-@pytest.fixture(scope="module")
-def engine(ingested_docs: IngestedDocs):
-    return get_answerer(ingested_docs.settings)
-
-
-def paths(answer: Answer) -> list[str]:
-    return [s["path"] for s in answer.sources]
+from fixtures_docs import RUNTIME, paths
 
 
 def test_cuda_only_environment_variable_finds_its_hip_twin(engine) -> None:

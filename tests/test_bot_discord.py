@@ -17,6 +17,7 @@ from typing import Any
 import discord
 import pytest
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
+from fixtures_finetune import write_config_only_model
 from hipbot.bot.discord_app import HipBot, command_tree_json
 from hipbot.bot.state import BotState, GuildConfig
 
@@ -467,24 +468,13 @@ async def test_long_reply_is_split_into_follow_ups(harness: Harness) -> None:
 # -- /finetune, the status watcher and buttons -------------------------------------------------------
 
 
-TINY_CONFIG = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "vocab_size": 1000,
-}
 DATASET = json.dumps([{"instruction": "port cudaFree", "output": "hipFree"}] * 4).encode()
 
 
 async def test_finetune_links_status_message_and_watcher_edits_it(harness: Harness, tmp_path: Path) -> None:
     from hipbot.jobs.queue import JobQueue
 
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    model = write_config_only_model(tmp_path / "tiny")
     harness.bot.state.save_guild_config(GuildConfig(guild_id=GUILD_ID, finetune_roles=["trainers"]))
     config_value, config_resolved = harness.attachment(
         "job.yaml", f"model_name_or_path: {model}\nlora_rank: 8\n".encode()
@@ -751,9 +741,7 @@ async def test_oversized_attachment_is_refused_before_download(harness: Harness)
 
 
 async def test_finetune_status_goes_to_the_notice_channel(harness: Harness, tmp_path: Path) -> None:
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    model = write_config_only_model(tmp_path / "tiny")
     notice = 9999
     harness.bot.state.save_guild_config(
         GuildConfig(guild_id=GUILD_ID, finetune_roles=["everyone"], notice_channel_id=notice)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fixtures_finetune import write_config_only_model
 from hipbot.bot import handlers
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import Actor
@@ -27,20 +28,7 @@ DATA = json.dumps(
 
 @pytest.fixture
 def tiny_model(tmp_path: Path) -> Path:
-    """A model folder with only config.json: enough for validation and the memory estimate."""
-    folder = tmp_path / "tiny-llama"
-    folder.mkdir()
-    config = {
-        "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "vocab_size": 1000,
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return write_config_only_model(tmp_path / "tiny-llama")
 
 
 @pytest.fixture
