@@ -10,7 +10,6 @@ them in a thread.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -31,6 +30,7 @@ from hipbot.bot.replies import (
     truncate,
 )
 from hipbot.bot.state import BotState, GuildConfig
+from hipbot.jobs.backends import jobs_backend
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
@@ -599,7 +599,7 @@ def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
     """What a job's status message should show now; None when the job no longer exists."""
     number = parse_job_id(job_id)
     try:
-        job = _jobs(settings).get(number)
+        job = jobs_backend(settings).get(number)
     except HipbotError as exc:
         if f"no job #{number}" in str(exc):
             return None
@@ -614,7 +614,7 @@ def jobs(ctx: Context, scope: str = "mine") -> Reply:
         raise HipbotError(f"unknown scope {scope!r}", hint="use mine or all")
     owner = owner_tag(ctx.actor) if scope == "mine" else None
     guild = str(ctx.actor.guild_id) if ctx.actor.guild_id and scope == "all" else None
-    rows = _jobs(ctx.settings).list(owner=owner, guild=guild, limit=25)
+    rows = jobs_backend(ctx.settings).list(owner=owner, guild=guild, limit=25)
     if not rows:
         hint = "start one with /finetune" if scope == "mine" else ""
         return Reply(
@@ -635,12 +635,12 @@ def jobs(ctx: Context, scope: str = "mine") -> Reply:
 
 
 def job(ctx: Context, job_id: str | int) -> Reply:
-    return job_reply(_jobs(ctx.settings).get(parse_job_id(job_id)))
+    return job_reply(jobs_backend(ctx.settings).get(parse_job_id(job_id)))
 
 
 def cancel(ctx: Context, job_id: str | int) -> Reply:
     number = parse_job_id(job_id)
-    backend = _jobs(ctx.settings)
+    backend = jobs_backend(ctx.settings)
     current = backend.get(number)
     if current["state"] in FINAL_STATES:
         raise HipbotError(f"job #{number} is already {current['state']}")
@@ -663,7 +663,7 @@ def cancel(ctx: Context, job_id: str | int) -> Reply:
 
 def workers(ctx: Context) -> Reply:
     permissions.require_admin(ctx.actor, ctx.config, "/workers")
-    rows = _jobs(ctx.settings).workers()
+    rows = jobs_backend(ctx.settings).workers()
     if not rows:
         return Reply(
             text="No GPU workers are registered.",
@@ -785,7 +785,7 @@ def publish(ctx: Context, adapter: str) -> Reply:
     if target.lstrip("#").isdigit() and registry.find(target) is None:
         found = registry.by_job(target.lstrip("#"))
         if found is None:
-            job_data = _jobs(ctx.settings).get(parse_job_id(target))
+            job_data = jobs_backend(ctx.settings).get(parse_job_id(target))
             _require_owner_or_admin(ctx, job_data.get("owner"), f"job #{job_data['id']}")
             if job_data["state"] != "succeeded" or not job_data.get("adapter_dir"):
                 raise HipbotError(
@@ -900,7 +900,7 @@ def finetune(
     checked = validate_job(text, dataset[1] if dataset else None, dataset[0] if dataset else None)
     if not checked.ok:
         raise HipbotError(str(checked.error))
-    backend = _jobs(ctx.settings)
+    backend = jobs_backend(ctx.settings)
 
     def is_running(job_id: str) -> bool:
         try:
@@ -931,85 +931,11 @@ def finetune(
     return reply
 
 
-# -- where jobs live --------------------------------------------------------------------------------
-
-
-class LocalJobs:
-    """The app's own database as the queue (no coordinator configured: the embedded default).
-
-    Workers reach this queue through ``hipbot coordinator`` running on the same database. One
-    connection is shared by the event loop's worker threads, so calls take a lock."""
-
-    def __init__(self, settings: Settings) -> None:
-        from hipbot.jobs.queue import JobQueue
-
-        self.settings = settings
-        self.queue = JobQueue.open(settings.database)
-        self.lock = threading.RLock()
-
-    def get(self, job_id: int) -> dict[str, Any]:
-        with self.lock:
-            return self.queue.get(job_id).as_dict()
-
-    def list(
-        self, *, owner: str | None = None, guild: str | None = None, limit: int = 25
-    ) -> list[dict[str, Any]]:
-        with self.lock:
-            return [j.as_dict() for j in self.queue.list(owner=owner, guild=guild, limit=limit)]
-
-    def cancel(self, job_id: int) -> dict[str, Any]:
-        with self.lock:
-            return self.queue.cancel(job_id).as_dict()
-
-    def workers(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [w.as_dict() for w in self.queue.workers()]
-
-    def submit(
-        self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
-    ) -> dict[str, Any]:
-        """What the coordinator's POST /jobs does, on the local queue."""
-        from hipbot.jobs.intake import accept_job
-        from hipbot.jobs.spec import parse_spec
-
-        job_row, warning = accept_job(
-            self.queue,
-            parse_spec(text),
-            text,
-            attachments_dir=self.settings.home / "attachments",
-            dataset=dataset,
-            dataset_name=dataset_name,
-            owner=owner,
-            guild=guild,
-            lock=self.lock,
-        )
-        return {"job": job_row.as_dict(), "warning": warning}
-
-
-_BACKENDS: dict[tuple[str, ...], Any] = {}
-_BACKENDS_LOCK = threading.Lock()
-
-
-def _jobs(settings: Settings) -> Any:
-    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes.
-    One per process and configuration: the status watcher calls this every few seconds."""
-    key = (str(settings.database), settings.coordinator_url or "", settings.coordinator_token or "")
-    with _BACKENDS_LOCK:
-        if key not in _BACKENDS:
-            if settings.coordinator_url:
-                from hipbot.jobs.coordinator_client import CoordinatorClient
-
-                _BACKENDS[key] = CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
-            else:
-                _BACKENDS[key] = LocalJobs(settings)
-        return _BACKENDS[key]
-
-
 def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
     """(label, id) of the user's recent jobs (a server's, for admins), for autocompletion."""
     admin = permissions.is_admin(ctx.actor, ctx.config)
     try:
-        rows = _jobs(ctx.settings).list(
+        rows = jobs_backend(ctx.settings).list(
             owner=None if admin else owner_tag(ctx.actor),
             guild=str(ctx.actor.guild_id) if admin and ctx.actor.guild_id else None,
             limit=25,

@@ -163,21 +163,20 @@ def run(config: Path, nproc: int | None, cpu: bool, allow_remote_code: bool) -> 
 # ------------------------------------------------------------------------------- through the coordinator
 
 
-def _client(url: str | None, token: str | None) -> Any:
+def _jobs(url: str | None, token: str | None) -> Any:
+    """The coordinator (``--coordinator`` or HIPBOT_COORDINATOR_URL), else the local database."""
+    from dataclasses import replace
+
+    from hipbot.jobs.backends import jobs_backend
+
     settings = load_settings()
-    url = url or settings.coordinator_url
-    if not url:
-        # No coordinator configured: the local database is the queue (the embedded default).
-        return None
-    from hipbot.jobs.coordinator_client import CoordinatorClient
-
-    return CoordinatorClient(url, token=token or settings.coordinator_token)
-
-
-def _local_queue() -> Any:
-    from hipbot.jobs.queue import JobQueue
-
-    return JobQueue.open(load_settings().database)
+    if url:
+        settings = replace(
+            settings, coordinator_url=url, coordinator_token=token or settings.coordinator_token
+        )
+    elif token:
+        settings = replace(settings, coordinator_token=token)
+    return jobs_backend(settings)
 
 
 coordinator_opts = [
@@ -212,11 +211,11 @@ def submit(
     token: str | None,
 ) -> None:
     """Queue CONFIG on the coordinator; a worker whose GPUs fit it will run it."""
-    client = _client(url, token)
-    if client is None:
+    if not (url or load_settings().coordinator_url):
         raise HipbotError(
             "no coordinator configured", hint="set HIPBOT_COORDINATOR_URL or use `hipbot finetune run`"
         )
+    client = _jobs(url, token)
     text = config.read_text(encoding="utf-8")
     data = dataset_file.read_bytes() if dataset_file else None
     reply = client.submit(
@@ -240,19 +239,11 @@ def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) 
     from hipbot.jobs.queue import ACTIVE, job_line
 
     states = None if all_ else ("queued", *ACTIVE)
-    client = _client(url, token)
-    if client is None:
-        jobs = [j.as_dict() for j in _local_queue().list(owner=owner, states=states)]
-    else:
-        jobs = client.list(owner=owner, states=states)
+    jobs = _jobs(url, token).list(owner=owner, states=states)
     if not jobs:
         click.echo("no jobs")
     for job in jobs:
         click.echo(job_line(job))
-
-
-def _job(client: Any, job_id: int) -> dict[str, Any]:
-    return client.get(job_id) if client is not None else _local_queue().get(job_id).as_dict()
 
 
 @finetune.command()
@@ -260,7 +251,7 @@ def _job(client: Any, job_id: int) -> dict[str, Any]:
 @_with_coordinator
 def status(job_id: int, url: str | None, token: str | None) -> None:
     """Show one job: state, progress, memory estimate, worker, metrics, adapter."""
-    job = _job(_client(url, token), job_id)
+    job = _jobs(url, token).get(job_id)
     keys = (
         "id",
         "name",
@@ -290,8 +281,7 @@ def status(job_id: int, url: str | None, token: str | None) -> None:
 @_with_coordinator
 def cancel(job_id: int, url: str | None, token: str | None) -> None:
     """Cancel a job: at once if queued, within one heartbeat if running."""
-    client = _client(url, token)
-    job = client.cancel(job_id) if client is not None else _local_queue().cancel(job_id).as_dict()
+    job = _jobs(url, token).cancel(job_id)
     click.echo(f"job #{job_id}: {job['state']}{' (stopping)' if job['state'] not in ('cancelled',) else ''}")
 
 
@@ -301,18 +291,14 @@ def cancel(job_id: int, url: str | None, token: str | None) -> None:
 @_with_coordinator
 def logs(job_id: int, follow: bool, url: str | None, token: str | None) -> None:
     """Print a job's log lines."""
-    client = _client(url, token)
+    jobs = _jobs(url, token)
     after = 0
     while True:
-        rows = (
-            client.logs(job_id, after=after)
-            if client is not None
-            else _local_queue().logs(job_id, after=after)
-        )
+        rows = jobs.logs(job_id, after=after)
         for row in rows:
             click.echo(f"{row['ts']} {row['source']}: {row['line']}")
             after = row["id"]
-        if not follow or _job(client, job_id)["state"] in ("succeeded", "failed", "cancelled"):
+        if not follow or jobs.get(job_id)["state"] in ("succeeded", "failed", "cancelled"):
             break
         time.sleep(2)
 
@@ -321,8 +307,7 @@ def logs(job_id: int, follow: bool, url: str | None, token: str | None) -> None:
 @_with_coordinator
 def workers(url: str | None, token: str | None) -> None:
     """List the registered workers and their GPUs."""
-    client = _client(url, token)
-    rows = client.workers() if client is not None else [w.as_dict() for w in _local_queue().workers()]
+    rows = _jobs(url, token).workers()
     if not rows:
         click.echo("no workers")
     for w in rows:
@@ -335,7 +320,9 @@ def workers(url: str | None, token: str | None) -> None:
 @click.option("-n", "count", type=int, default=1, show_default=True)
 def token(count: int) -> None:
     """Create one-time worker registration tokens in the coordinator's database."""
-    queue = _local_queue()
+    from hipbot.jobs.queue import JobQueue
+
+    queue = JobQueue.open(load_settings().database)
     for _ in range(count):
         click.echo(queue.create_registration_token())
 
