@@ -15,6 +15,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -239,14 +240,14 @@ def _lora(model: Any, spec: JobSpec) -> Any:
     return model
 
 
-def _plot(history: list[dict[str, Any]], path: Path) -> None:
+def _plot(logged: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [h["step"] for h in history if h.get("loss") is not None]
-    losses = [h["loss"] for h in history if h.get("loss") is not None]
+    steps = [h["step"] for h in logged]
+    losses = [h["loss"] for h in logged]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     ax.plot(steps, losses, marker="o" if len(steps) < 30 else None)
     ax.set_xlabel("step")
@@ -255,6 +256,18 @@ def _plot(history: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _reached_target(resume: str | None, spec: JobSpec) -> Any:
+    """The checkpoint's ``TrainerState`` when it already holds every step the spec asks for."""
+    if not resume:
+        return None
+    from transformers import TrainerState
+
+    state = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json"))
+    if spec.max_steps > 0:
+        return state if state.global_step >= spec.max_steps else None
+    return state if (state.epoch or 0) >= spec.num_train_epochs else None
 
 
 def train(job_dir: Path | str) -> dict[str, Any]:
@@ -280,7 +293,6 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     model = _lora(model, spec)
     examples = build_examples(spec, tokenizer, job["dataset_dir"])
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
-    history: list[dict[str, Any]] = []
 
     collator = _Collator(tokenizer.pad_token_id)
 
@@ -318,7 +330,6 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 "time": time.time(),
             }
             self.last_t, self.last_tokens = now, collator.tokens
-            history.append(line)
             with log_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
 
@@ -341,20 +352,36 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
+    finished = _reached_target(resume, spec)
+    if finished is None:
+        result = trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(str(output_dir))
+        state, training_loss = trainer.state, result.training_loss
+    else:
+        # The run already reached its target (the worker died while uploading the adapter): a
+        # resumed Trainer would take one more step, so the checkpoint's adapter is the result.
+        state = finished
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            if not (Path(resume) / name).is_file():
+                raise HipbotError(f"{Path(resume).name} holds no {name}: cannot finish the job from it")
+            if trainer.is_world_process_zero():
+                shutil.copy2(Path(resume) / name, output_dir / name)
+        training_loss = None
     elapsed = time.perf_counter() - started
-    trainer.save_model(str(output_dir))
     metrics: dict[str, Any] = {}
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(output_dir))
-        losses = [h["loss"] for h in history if h.get("loss") is not None]
-        steps_run = max(
-            1, trainer.state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0)
-        )
+        # The trainer state carries the log of earlier attempts too, so a resumed job reports and
+        # plots the whole run.
+        logged = [
+            {"step": h["step"], "loss": h["loss"]} for h in state.log_history if h.get("loss") is not None
+        ]
+        losses = [h["loss"] for h in logged]
+        steps_run = max(1, state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0))
         metrics = {
-            "global_step": trainer.state.global_step,
+            "global_step": state.global_step,
             "resumed_from": resume and Path(resume).name,
-            "train_loss": result.training_loss,
+            "train_loss": training_loss if training_loss is not None else sum(losses) / max(1, len(losses)),
             "first_loss": losses[0] if losses else None,
             "final_loss": losses[-1] if losses else None,
             "train_runtime_s": round(elapsed, 2),
@@ -374,11 +401,11 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None
             ),
         }
-        if examples.eval:
+        if examples.eval and finished is None:
             metrics["eval"] = trainer.evaluate()
         (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
-        if history:
-            _plot(history, output_dir / "loss.png")
+        if logged:
+            _plot(logged, output_dir / "loss.png")
         (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
     return metrics
 

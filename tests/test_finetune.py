@@ -210,6 +210,16 @@ def test_cli_run_then_resume_and_adapter(tmp_path: Path, model: Path) -> None:
     resumed = train(tmp_path / "job2")
     assert resumed["resumed_from"] == "checkpoint-6" and resumed["global_step"] == 8
     assert [line["step"] for line in read_progress(tmp_path / "job2")] == [7, 8]
+    assert resumed["first_loss"] == metrics["first_loss"]  # the history of the first run is kept
+
+    # a job resumed from its final checkpoint (a worker died while uploading) has no step left to
+    # run, yet it still reports and plots the whole run
+    (out / "loss.png").unlink()
+    write_job(tmp_path / "job3", spec, device="cpu")
+    again = train(tmp_path / "job3")
+    assert again["resumed_from"] == "checkpoint-8" and again["global_step"] == 8
+    assert again["first_loss"] == metrics["first_loss"] and again["final_loss"] == resumed["final_loss"]
+    assert (out / "loss.png").is_file() and read_progress(tmp_path / "job3") == []
 
 
 def test_remote_code_never_runs_without_the_owner(tmp_path: Path) -> None:
