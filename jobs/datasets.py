@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from hipbot.errors import HipbotError
 
 IGNORE_INDEX = -100
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+MEDIA_COLUMNS = ("images", "videos", "audios")
 ATTACHMENT_LIMIT = 64 * 1024 * 1024
 
 # Named templates as Jinja chat templates, so every path goes through ``apply_chat_template``.
@@ -167,15 +169,27 @@ SHAREGPT_TAGS = {
 }
 
 
+# Where a dataset_info.json entry can point besides a local file; workers reach none of them.
+REMOTE_SOURCES = {
+    "hf_hub_url": "the Hugging Face Hub",
+    "ms_hub_url": "the ModelScope Hub",
+    "om_hub_url": "the Modelers Hub",
+    "cloud_file_name": "cloud storage",
+}
+SPLIT_RE = re.compile(r"^\s*(\w+)\s*(?:\[\s*(-?\d+%?)?\s*:\s*(-?\d+%?)?\s*\])?\s*$")
+
+
 @dataclass(frozen=True)
 class DatasetAttr:
-    """One ``dataset_info.json`` entry."""
+    """One ``dataset_info.json`` entry (LLaMA-Factory's data/README.md)."""
 
     name: str
     file_name: str | None = None
-    hf_hub_url: str | None = None
+    remote: tuple[str, str] | None = None  # (key, url) of a Hub/cloud source
+    script_url: str | None = None
     subset: str | None = None
     split: str = "train"
+    num_samples: int | None = None
     formatting: str = "alpaca"
     columns: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
@@ -197,6 +211,7 @@ def read_dataset_info(dataset_dir: Path | str) -> dict[str, Any]:
 
 
 def dataset_attr(name: str, info: dict[str, Any]) -> DatasetAttr:
+    """The entry for ``name``, refusing what SFT on a worker cannot use (each with the reason)."""
     if name not in info:
         import difflib
 
@@ -210,20 +225,72 @@ def dataset_attr(name: str, info: dict[str, Any]) -> DatasetAttr:
             )
         )
     entry = info[name]
+    if not isinstance(entry, dict):
+        raise HipbotError(f"dataset {name!r}: its dataset_info.json entry must be an object")
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt"):
         raise HipbotError(f"dataset {name!r}: formatting must be alpaca or sharegpt, got {formatting!r}")
-    if not entry.get("file_name") and not entry.get("hf_hub_url"):
-        raise HipbotError(f"dataset {name!r}: give file_name (local) or hf_hub_url")
+    columns = entry.get("columns") or {}
+    tags = entry.get("tags") or {}
+    if not isinstance(columns, dict) or not isinstance(tags, dict):
+        raise HipbotError(f"dataset {name!r}: columns and tags must be objects mapping names to names")
+    if entry.get("ranking"):
+        raise HipbotError(
+            f"dataset {name!r} is a preference dataset (ranking: true, chosen/rejected answers) for reward "
+            "modelling or DPO; SFT trains on one answer per prompt: use a dataset without ranking"
+        )
+    if columns.get("kto_tag"):
+        raise HipbotError(
+            f"dataset {name!r} has a kto_tag column (KTO feedback data); SFT trains on every answer as "
+            "a good one: drop kto_tag from its columns, or pick an SFT dataset"
+        )
+    media = [c for c in MEDIA_COLUMNS if columns.get(c)]
+    if media:
+        raise HipbotError(
+            f"dataset {name!r} has {'/'.join(media)} columns: workers train text-only LoRA adapters, "
+            "multimodal datasets are not supported"
+        )
+    remote = next(((k, str(entry[k])) for k in REMOTE_SOURCES if entry.get(k)), None)
+    if not entry.get("file_name") and remote is None and not entry.get("script_url"):
+        raise HipbotError(f"dataset {name!r}: give file_name (a file or folder under dataset_dir)")
+    if not entry.get("file_name"):
+        _no_local_copy(name, remote, entry.get("script_url"))
+    num_samples = entry.get("num_samples")
+    if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
+        raise HipbotError(
+            f"dataset {name!r}: num_samples must be a positive whole number, got {num_samples!r}"
+        )
+    split = str(entry.get("split") or "train")
+    if not SPLIT_RE.match(split):
+        raise HipbotError(
+            f"dataset {name!r}: split {split!r} is not a split name such as train or train[:1000]"
+        )
     return DatasetAttr(
         name=name,
         file_name=entry.get("file_name"),
-        hf_hub_url=entry.get("hf_hub_url"),
+        remote=remote,
+        script_url=entry.get("script_url"),
         subset=entry.get("subset"),
-        split=entry.get("split", "train"),
+        split=split,
+        num_samples=num_samples,
         formatting=formatting,
-        columns=dict(entry.get("columns") or {}),
-        tags=dict(entry.get("tags") or {}),
+        columns={k: str(v) for k, v in columns.items() if v},
+        tags={k: str(v) for k, v in tags.items() if v},
+    )
+
+
+def _no_local_copy(name: str, remote: tuple[str, str] | None, script_url: str | None) -> None:
+    """A dataset only on a hub (or behind a loading script) cannot reach a worker: say what to do."""
+    if remote is not None:
+        key, url = remote
+        raise HipbotError(
+            f"dataset {name!r} is on {REMOTE_SOURCES[key]} ({key}: {url}) and workers cannot download "
+            "datasets; download it, put its files under dataset_dir and declare file_name, or attach "
+            "the file to the job"
+        )
+    raise HipbotError(
+        f"dataset {name!r} is loaded by a script (script_url: {script_url}); workers do not run dataset "
+        "scripts: export it to a json/jsonl/csv/parquet file and declare file_name"
     )
 
 
@@ -260,28 +327,84 @@ def parse_records(text: str, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def load_records(attr: DatasetAttr, dataset_dir: Path | str) -> list[dict[str, Any]]:
-    """Rows of one dataset: local file(s) under ``dataset_dir``, or the Hub by name when online."""
-    if attr.file_name:
-        path = Path(dataset_dir) / attr.file_name
-        if path.is_dir():
-            rows: list[dict[str, Any]] = []
-            for child in sorted(path.iterdir()):
-                if child.suffix.lower() in FILE_FORMATS:
-                    rows.extend(_read_file(child))
-            return rows
-        if not path.is_file():
-            raise HipbotError(f"dataset {attr.name!r}: file {path} does not exist")
-        return _read_file(path)
-    try:
-        import datasets
-    except ImportError as exc:
-        raise HipbotError("loading a dataset from the Hub needs the 'datasets' package") from exc
-    try:
-        ds = datasets.load_dataset(attr.hf_hub_url, name=attr.subset, split=attr.split)
-    except Exception as exc:  # noqa: BLE001 - hub/network errors of every kind become one message
-        raise HipbotError(f"cannot load dataset {attr.hf_hub_url!r} from the Hub: {exc}") from exc
-    return list(ds)
+def _bound(text: str | None, n: int) -> int | None:
+    if not text:
+        return None
+    if text.endswith("%"):
+        return round(n * int(text[:-1]) / 100)
+    return int(text)
+
+
+def select_split(rows: list[dict[str, Any]], attr: DatasetAttr) -> list[dict[str, Any]]:
+    """``split`` as 🤗 datasets reads it for a local file: its one split, ``train``, or a slice of it
+    (``train[:1000]``, ``train[10%:]``)."""
+    match = SPLIT_RE.match(attr.split)
+    assert match is not None  # checked by dataset_attr
+    split, start, stop = match.groups()
+    if split != "train":
+        raise HipbotError(
+            f"dataset {attr.name!r}: split {split!r} does not exist: a local file has one split, train "
+            "(take part of it with a slice such as train[:1000] or train[90%:])"
+        )
+    return rows[_bound(start, len(rows)) : _bound(stop, len(rows))]
+
+
+def sample_rows(rows: list[dict[str, Any]], num_samples: int, seed: int) -> list[dict[str, Any]]:
+    """LLaMA-Factory's ``num_samples``: a random subset, or every row plus random repeats when larger."""
+    import random
+
+    rng = random.Random(seed)
+    picked = rng.sample(range(len(rows)), min(num_samples, len(rows)))
+    picked += [rng.randrange(len(rows)) for _ in range(num_samples - len(picked))] if rows else []
+    return [rows[i] for i in picked]
+
+
+def load_records(attr: DatasetAttr, dataset_dir: Path | str, seed: int = 42) -> list[dict[str, Any]]:
+    """Rows of one dataset from its file (or folder of files) under ``dataset_dir``, after ``split``
+    and ``num_samples``; Hub-only datasets cannot reach a worker and say so."""
+    path = Path(dataset_dir) / (attr.file_name or "")
+    if not attr.file_name or not path.exists():
+        if attr.remote is not None or attr.script_url:
+            _no_local_copy(attr.name, attr.remote, attr.script_url)
+        raise HipbotError(f"dataset {attr.name!r}: file {path} does not exist")
+    if path.is_dir():
+        files = sorted(c for c in path.rglob("*") if c.is_file() and c.suffix.lower() in FILE_FORMATS)
+        if not files:
+            raise HipbotError(
+                f"dataset {attr.name!r}: folder {path} holds no json, jsonl, csv or parquet file"
+            )
+        rows: list[dict[str, Any]] = []
+        for child in files:
+            rows.extend(_read_file(child))
+    else:
+        rows = _read_file(path)
+    rows = select_split(rows, attr)
+    if attr.num_samples is not None and rows:
+        rows = sample_rows(rows, attr.num_samples, seed)
+    return rows
+
+
+def _text(value: Any) -> str:
+    """Message content as text: OpenAI's list of parts becomes its text parts."""
+    if isinstance(value, list):
+        return "".join(
+            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in value if p is not None
+        )
+    return "" if value is None else str(value)
+
+
+def _tools_text(tools: Any) -> str:
+    if not tools:
+        return ""
+    text = tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False)
+    return f"You have access to the following tools:\n{text}"
+
+
+def _with_system(messages: list[dict[str, str]], system: Any, tools: Any) -> list[dict[str, str]]:
+    """The system prompt (and the tool descriptions, as LLaMA-Factory's default tool format puts
+    them there) as a leading system message."""
+    text = "\n\n".join(t for t in (_text(system), _tools_text(tools)) if t)
+    return ([{"role": "system", "content": text}] if text else []) + messages
 
 
 def to_messages(row: dict[str, Any], attr: DatasetAttr) -> list[dict[str, str]]:
@@ -289,46 +412,48 @@ def to_messages(row: dict[str, Any], attr: DatasetAttr) -> list[dict[str, str]]:
     if attr.formatting == "alpaca":
         cols = {**ALPACA_COLUMNS, **attr.columns}
         messages: list[dict[str, str]] = []
-        system = row.get(cols["system"])
-        if system:
-            messages.append({"role": "system", "content": str(system)})
         for turn in row.get(cols["history"]) or []:
             if isinstance(turn, list | tuple) and len(turn) == 2:
                 messages += [
-                    {"role": "user", "content": str(turn[0])},
-                    {"role": "assistant", "content": str(turn[1])},
+                    {"role": "user", "content": _text(turn[0])},
+                    {"role": "assistant", "content": _text(turn[1])},
                 ]
-        prompt = str(row.get(cols["prompt"]) or "")
-        query = str(row.get(cols["query"]) or "")
+        query = [_text(row.get(cols[c])) for c in ("prompt", "query") if row.get(cols[c])]
         response = row.get(cols["response"])
-        if response is None or (not prompt and not query):
+        if response is None or response == "":
             return []
-        content = f"{prompt}\n{query}" if prompt and query else (prompt or query)
-        messages += [{"role": "user", "content": content}, {"role": "assistant", "content": str(response)}]
-        return messages
+        messages += [
+            {"role": "user", "content": "\n".join(query)},
+            {"role": "assistant", "content": _text(response)},
+        ]
+        return _with_system(messages, row.get(cols["system"]), row.get(cols.get("tools", "")))
     cols = {**SHAREGPT_COLUMNS, **attr.columns}
     tags = {**SHAREGPT_TAGS, **attr.tags}
     roles = {
         tags["user_tag"]: "user",
         tags["assistant_tag"]: "assistant",
-        tags["system_tag"]: "system",
         tags["observation_tag"]: "user",
         tags["function_tag"]: "assistant",
     }
-    messages = []
+    turns = row.get(cols["messages"]) or []
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        return []
     system = row.get(cols["system"])
-    if system:
-        messages.append({"role": "system", "content": str(system)})
-    for turn in row.get(cols["messages"]) or []:
-        if not isinstance(turn, dict):
-            return []
+    if turns and turns[0].get(tags["role_tag"]) == tags["system_tag"]:  # the system tag overrides the column
+        system, turns = turns[0].get(tags["content_tag"]), turns[1:]
+    messages = []
+    for turn in turns:
         role = roles.get(turn.get(tags["role_tag"]))
         if role is None:
             return []
-        messages.append({"role": role, "content": str(turn.get(tags["content_tag"], ""))})
+        content = turn.get(tags["content_tag"])
+        if content in (None, "") and turn.get("tool_calls"):  # OpenAI: an assistant turn calling tools
+            calls = [c.get("function", c) for c in turn["tool_calls"] if isinstance(c, dict)]
+            content = json.dumps(calls, ensure_ascii=False)
+        messages.append({"role": role, "content": _text(content)})
     if not any(m["role"] == "assistant" for m in messages):
         return []
-    return messages
+    return _with_system(messages, system, row.get(cols.get("tools", "")))
 
 
 def guess_formatting(rows: list[dict[str, Any]]) -> str:
@@ -398,9 +523,11 @@ def chat_template(tokenizer: Any, template: str | None) -> str:
     return getattr(tokenizer, "chat_template", None) or TEMPLATES["default"]
 
 
-def _render(tokenizer: Any, template: str, messages: list[dict[str, str]], gen: bool) -> str:
+def _render(
+    tokenizer: Any, template: str, messages: list[dict[str, str]], gen: bool, options: dict[str, Any]
+) -> str:
     return tokenizer.apply_chat_template(
-        messages, chat_template=template, tokenize=False, add_generation_prompt=gen
+        messages, chat_template=template, tokenize=False, add_generation_prompt=gen, **options
     )
 
 
@@ -412,20 +539,23 @@ def encode(
     *,
     train_on_prompt: bool = False,
     mask_history: bool = False,
+    template_options: dict[str, Any] | None = None,
 ) -> dict[str, list[int]] | None:
     """input_ids and labels for one conversation: each assistant turn is a target, the rest -100.
 
     Segments are the differences between renders of growing prefixes, so any template whose
     render of a prefix is a prefix of the whole works (all named ones, and HF chat templates).
+    ``template_options`` go to the template (``enable_thinking`` for reasoning models' templates).
     """
+    options = template_options or {}
     boundaries: list[tuple[str, bool]] = []
     done = ""
     last_assistant = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        prompt = _render(tokenizer, template, messages[:i], True)
-        full = _render(tokenizer, template, messages[: i + 1], False)
+        prompt = _render(tokenizer, template, messages[:i], True, options)
+        full = _render(tokenizer, template, messages[: i + 1], False, options)
         if not prompt.startswith(done):
             prompt = done + prompt[len(_common_prefix(done, prompt)) :]
         if not full.startswith(prompt):
@@ -464,51 +594,121 @@ class Examples:
     skipped: int
 
 
+def _encode_dataset(
+    spec: Any, tokenizer: Any, template: str, attr: DatasetAttr, dataset_dir: Path
+) -> tuple[list[dict[str, list[int]]], int]:
+    rows = load_records(attr, dataset_dir, seed=spec.seed)
+    if spec.max_samples:
+        rows = rows[: spec.max_samples]
+    options = {} if spec.enable_thinking is None else {"enable_thinking": spec.enable_thinking}
+    examples, skipped = [], 0
+    for row in rows:
+        messages = to_messages(row, attr)
+        if messages and spec.default_system and messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": spec.default_system}, *messages]
+        encoded = (
+            encode(
+                tokenizer,
+                messages,
+                template,
+                spec.cutoff_len,
+                train_on_prompt=spec.train_on_prompt,
+                mask_history=spec.mask_history,
+                template_options=options,
+            )
+            if messages
+            else None
+        )
+        if encoded is None:
+            skipped += 1
+        else:
+            examples.append(encoded)
+    return examples, skipped
+
+
+def interleave(
+    parts: list[list[dict[str, list[int]]]], strategy: str, probs: list[float] | None, seed: int
+) -> list[dict[str, list[int]]]:
+    """LLaMA-Factory's ``mix_strategy`` (🤗 ``interleave_datasets``): take examples from the datasets in
+    turn (or at random by ``interleave_probs``) until the first runs out (``interleave_under``) or
+    until every one has run out once, restarting the shorter ones (``interleave_over``)."""
+    import random
+
+    if strategy == "concat":
+        return [x for part in parts for x in part]
+    rng = random.Random(seed)
+    live = [i for i, part in enumerate(parts) if part and (probs is None or probs[i] > 0)]
+    positions = dict.fromkeys(live, 0)
+    exhausted: set[int] = set()
+    out: list[dict[str, list[int]]] = []
+    turn = 0
+    while live:
+        if probs is None:
+            i = live[turn % len(live)]
+            turn += 1
+        else:
+            i = rng.choices(live, weights=[probs[j] for j in live])[0]
+        out.append(parts[i][positions[i]])
+        positions[i] += 1
+        if positions[i] == len(parts[i]):
+            exhausted.add(i)
+            positions[i] = 0
+            if strategy == "interleave_under" or exhausted.issuperset(live):
+                break
+    return out
+
+
+def pack(examples: list[dict[str, list[int]]], cutoff_len: int) -> list[dict[str, list[int]]]:
+    """LLaMA-Factory's ``packing``: examples joined into sequences of at most ``cutoff_len`` tokens
+    (first-fit, longest first), so a step carries fewer pad tokens."""
+    bins: list[dict[str, list[int]]] = []
+    for example in sorted(examples, key=lambda x: len(x["input_ids"]), reverse=True):
+        n = len(example["input_ids"])
+        target = next((b for b in bins if len(b["input_ids"]) + n <= cutoff_len), None)
+        if target is None:
+            bins.append({"input_ids": list(example["input_ids"]), "labels": list(example["labels"])})
+        else:
+            target["input_ids"] += example["input_ids"]
+            target["labels"] += example["labels"]
+    return bins
+
+
 def build_examples(spec: Any, tokenizer: Any, dataset_dir: Path | str | None = None) -> Examples:
-    """Read every dataset named in the spec, tokenize, mask prompts; split off ``val_size``."""
+    """Read every dataset named in the spec, tokenize, mask prompts, mix them (``mix_strategy``);
+    the eval set is ``eval_dataset`` or a ``val_size`` split; ``packing`` joins training examples."""
     import random
 
     dataset_dir = Path(dataset_dir or spec.dataset_dir)
-    names = list(spec.dataset)
-    local_info = (dataset_dir / "dataset_info.json").is_file()
-    info = read_dataset_info(dataset_dir) if local_info else {}
+    names = [*spec.dataset, *spec.eval_dataset]
+    if not (dataset_dir / "dataset_info.json").is_file():
+        raise HipbotError(f"dataset {names[0]!r}: no dataset_info.json in {dataset_dir}")
+    info = read_dataset_info(dataset_dir)
     template = chat_template(tokenizer, spec.template)
-    examples: list[dict[str, list[int]]] = []
     skipped = 0
-    for name in names:
-        if not local_info:
-            raise HipbotError(f"dataset {name!r}: no dataset_info.json in {dataset_dir}")
-        attr = dataset_attr(name, info)
-        rows = load_records(attr, dataset_dir)
-        if spec.max_samples:
-            rows = rows[: spec.max_samples]
-        for row in rows:
-            messages = to_messages(row, attr)
-            encoded = (
-                encode(
-                    tokenizer,
-                    messages,
-                    template,
-                    spec.cutoff_len,
-                    train_on_prompt=spec.train_on_prompt,
-                    mask_history=spec.mask_history,
-                )
-                if messages
-                else None
-            )
-            if encoded is None:
-                skipped += 1
-            else:
-                examples.append(encoded)
-    if not examples:
+
+    def encoded(name: str) -> list[dict[str, list[int]]]:
+        nonlocal skipped
+        examples, dropped = _encode_dataset(spec, tokenizer, template, dataset_attr(name, info), dataset_dir)
+        skipped += dropped
+        return examples
+
+    train = interleave(
+        [encoded(n) for n in spec.dataset], spec.mix_strategy, spec.interleave_probs, spec.seed
+    )
+    evaluation = [x for n in spec.eval_dataset for x in encoded(n)]
+    if not train:
         raise HipbotError(
-            f"datasets {', '.join(names)} gave no training example "
+            f"datasets {', '.join(spec.dataset)} gave no training example "
             f"({skipped} records skipped: empty answers, unknown roles, or prompts longer than cutoff_len)"
         )
-    n_eval = 0
+    if spec.eval_dataset and not evaluation:
+        raise HipbotError(f"eval_dataset {', '.join(spec.eval_dataset)} gave no example")
     if spec.val_size:
-        n_eval = int(spec.val_size) if spec.val_size >= 1 else int(len(examples) * spec.val_size)
-        n_eval = min(n_eval, len(examples) - 1)
-    if n_eval:
-        random.Random(spec.seed).shuffle(examples)
-    return Examples(train=examples[n_eval:], eval=examples[:n_eval], skipped=skipped)
+        n_eval = int(spec.val_size) if spec.val_size >= 1 else int(len(train) * spec.val_size)
+        n_eval = min(n_eval, len(train) - 1)
+        if n_eval:
+            random.Random(spec.seed).shuffle(train)
+            train, evaluation = train[n_eval:], train[:n_eval]
+    if spec.packing:
+        train = pack(train, spec.cutoff_len)
+    return Examples(train=train, eval=evaluation, skipped=skipped)

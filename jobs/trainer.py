@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hipbot.jobs.spec import JobSpec, deepspeed_config_path
+from hipbot.jobs.spec import VLLM_LORA_RANKS, JobSpec, deepspeed_config
 
 from hipbot.errors import HipbotError
 
@@ -122,38 +122,73 @@ def _world() -> int:
 
 def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu: bool) -> Any:
     from transformers import TrainingArguments
+    from transformers.utils import is_torch_tf32_available
 
     params = inspect.signature(TrainingArguments.__init__).parameters
+    evaluates = spec.has_eval and spec.eval_strategy != "no"
     kwargs: dict[str, Any] = {
         "output_dir": str(output_dir),
         "per_device_train_batch_size": spec.per_device_train_batch_size,
         "per_device_eval_batch_size": spec.per_device_eval_batch_size,
         "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "eval_accumulation_steps": spec.eval_accumulation_steps,
         "learning_rate": spec.learning_rate,
         "weight_decay": spec.weight_decay,
+        "adam_beta1": spec.adam_beta1,
+        "adam_beta2": spec.adam_beta2,
+        "adam_epsilon": spec.adam_epsilon,
         "max_grad_norm": spec.max_grad_norm,
+        "label_smoothing_factor": spec.label_smoothing_factor,
+        "neftune_noise_alpha": spec.neftune_noise_alpha,
         "num_train_epochs": spec.num_train_epochs,
         "max_steps": spec.max_steps,
         "lr_scheduler_type": spec.lr_scheduler_type,
-        "optim": spec.optim,
-        "logging_steps": 1,
-        "save_strategy": "steps",
+        "lr_scheduler_kwargs": spec.lr_scheduler_kwargs or {},
+        # transformers 5 dropped its own AdamW ("adamw_hf"): torch's has the same update
+        "optim": "adamw_torch" if spec.optim == "adamw_hf" else spec.optim,
+        "optim_args": spec.optim_args,
+        "logging_steps": 1,  # every step goes to progress.jsonl
+        "save_strategy": spec.save_strategy,
         "save_steps": spec.save_steps,
         "save_total_limit": spec.save_total_limit,
         "seed": spec.seed,
+        "data_seed": spec.data_seed,
+        "full_determinism": spec.full_determinism,
         "bf16": precision == "bf16" and not spec.pure_bf16,
         "fp16": precision == "fp16",
         "gradient_checkpointing": spec.use_gradient_checkpointing,
-        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "gradient_checkpointing_kwargs": {
+            "use_reentrant": bool(spec.use_reentrant_gc),
+            **(spec.gradient_checkpointing_kwargs or {}),
+        },
         "report_to": [],
         "disable_tqdm": True,
         "remove_unused_columns": False,
-        "ddp_find_unused_parameters": False,
+        "ddp_find_unused_parameters": bool(spec.ddp_find_unused_parameters),
+        "dataloader_drop_last": spec.dataloader_drop_last,
         "use_cpu": use_cpu,
         "dataloader_pin_memory": not use_cpu,
-        "eval_strategy": spec.eval_strategy if spec.val_size else "no",
-        "eval_steps": spec.eval_steps,
+        "eval_strategy": spec.eval_strategy if evaluates else "no",
+        # HF evaluates every logging step when eval_steps is unset: the spec's logging_steps, not ours
+        "eval_steps": spec.eval_steps or spec.logging_steps,
+        "eval_delay": spec.eval_delay,
+        "eval_on_start": spec.eval_on_start and evaluates,
+        "load_best_model_at_end": spec.load_best_model_at_end and evaluates,
+        "metric_for_best_model": spec.metric_for_best_model,
+        "greater_is_better": spec.greater_is_better,
     }
+    if spec.tf32 is not None and not use_cpu and is_torch_tf32_available():
+        kwargs["tf32"] = spec.tf32  # TF32 exists on NVIDIA Ampere+ only; elsewhere the flag means nothing
+    if "train_sampling_strategy" in params:  # transformers 5
+        kwargs["train_sampling_strategy"] = (
+            "sequential"
+            if spec.disable_shuffling
+            else "group_by_length"
+            if spec.group_by_length
+            else "random"
+        )
+    else:
+        kwargs["group_by_length"] = spec.group_by_length
     if "activation_checkpointing" in params:  # transformers >= 5.2 renamed gradient checkpointing
         kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
         kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
@@ -161,9 +196,9 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
         kwargs["warmup_steps"] = spec.warmup_steps
     elif spec.warmup_ratio:
         kwargs["warmup_ratio" if "warmup_ratio" in params else "warmup_steps"] = spec.warmup_ratio
-    if spec.deepspeed:
-        ds_path = deepspeed_config_path(spec.deepspeed)
-        ds_config = json.loads(Path(ds_path).read_text(encoding="utf-8"))
+    ds_config = deepspeed_config(spec.deepspeed)
+    if ds_config is not None:
+        ds_config = json.loads(json.dumps(ds_config))  # a copy: HF fills in its "auto" values
         offload = ds_config.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none")
         if offload != "none" and "optimizer" not in ds_config:
             # The Trainer's torch AdamW then steps the LoRA states on the CPU: a few million values,
@@ -186,14 +221,20 @@ def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple
     if precision == "fp16":
         dtype = torch.float32 if not torch.cuda.is_available() else torch.float16
     try:
-        config = AutoConfig.from_pretrained(spec.model_name_or_path, trust_remote_code=remote)
-        tokenizer = AutoTokenizer.from_pretrained(spec.model_name_or_path, trust_remote_code=remote)
-        model = AutoModelForCausalLM.from_pretrained(
+        hub = {"trust_remote_code": remote, "revision": spec.model_revision}
+        config = AutoConfig.from_pretrained(spec.model_name_or_path, **hub)
+        tokenizer = AutoTokenizer.from_pretrained(
             spec.model_name_or_path,
-            config=config,
-            dtype=dtype,
-            trust_remote_code=remote,
-            use_safetensors=True,
+            use_fast=spec.use_fast_tokenizer,
+            split_special_tokens=spec.split_special_tokens,
+            **hub,
+        )
+        if spec.moe_aux_loss_coef is not None and hasattr(config, "router_aux_loss_coef"):
+            # LLaMA-Factory's MoE setting: train with the router's load-balancing loss at this weight
+            config.router_aux_loss_coef = spec.moe_aux_loss_coef
+            config.output_router_logits = True
+        model = AutoModelForCausalLM.from_pretrained(
+            spec.model_name_or_path, config=config, dtype=dtype, use_safetensors=True, **hub
         )
     except ValueError as exc:
         if "trust_remote_code" not in str(exc):
@@ -214,23 +255,54 @@ def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple
     return model, tokenizer
 
 
-def _lora(model: Any, spec: JobSpec) -> Any:
-    import torch
-    from peft import LoraConfig, get_peft_model
+PISSA_INIT = "pissa_init"
 
-    targets = "all-linear" if "all" in spec.lora_target else spec.lora_target
-    config = LoraConfig(
-        task_type="CAUSAL_LM",
-        r=spec.lora_rank,
-        lora_alpha=spec.alpha,
-        lora_dropout=spec.lora_dropout,
-        target_modules=targets,
-        use_rslora=spec.use_rslora,
-    )
-    try:
-        model = get_peft_model(model, config)
-    except ValueError as exc:
-        raise HipbotError(f"lora_target {','.join(spec.lora_target)}: {exc}".splitlines()[0]) from exc
+
+def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
+    """The trainable LoRA model: a new adapter, or the one in ``adapter_name_or_path`` to keep training.
+
+    A PiSSA adapter (``pissa_init``) starts from the base weights' principal components; its first
+    state is kept in ``output/pissa_init`` so that the result is saved as a plain LoRA (``_save_adapter``).
+    """
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if spec.adapter_name_or_path:
+        source = spec.adapter_name_or_path[0]
+        try:
+            model = PeftModel.from_pretrained(model, source, is_trainable=True)
+        except (OSError, ValueError) as exc:
+            raise HipbotError(
+                f"cannot load adapter_name_or_path {source!r}: {exc}".splitlines()[0],
+                hint="a LoRA adapter folder (adapter_config.json + adapter_model.safetensors) or a Hub name",
+            ) from exc
+        config = model.peft_config["default"]
+        if getattr(config, "peft_type", None) != "LORA" or config.r not in VLLM_LORA_RANKS or config.use_dora:
+            raise HipbotError(
+                f"adapter_name_or_path {source!r} is not a LoRA adapter vLLM can serve "
+                f"(type {config.peft_type}, rank {getattr(config, 'r', '?')}); continue a plain LoRA adapter"
+            )
+    else:
+        targets = "all-linear" if "all" in spec.lora_target else spec.lora_target
+        init: Any = True
+        if spec.pissa_init:
+            init = "pissa" if spec.pissa_iter == -1 else f"pissa_niter_{spec.pissa_iter}"
+        config = LoraConfig(
+            task_type="CAUSAL_LM",
+            r=spec.lora_rank,
+            lora_alpha=spec.alpha,
+            lora_dropout=spec.lora_dropout,
+            target_modules=targets,
+            use_rslora=spec.use_rslora,
+            init_lora_weights=init,
+        )
+        try:
+            model = get_peft_model(model, config)
+        except ValueError as exc:
+            raise HipbotError(f"lora_target {','.join(spec.lora_target)}: {exc}".splitlines()[0]) from exc
+        init_dir = output_dir / PISSA_INIT
+        if spec.pissa_init and _rank() == 0 and not (init_dir / "adapter_config.json").is_file():
+            model.save_pretrained(str(init_dir))
     if spec.pure_bf16:
         for p in model.parameters():
             if p.requires_grad:
@@ -238,6 +310,43 @@ def _lora(model: Any, spec: JobSpec) -> Any:
     if spec.use_gradient_checkpointing:
         model.enable_input_require_grads()
     return model
+
+
+def _save_adapter(model: Any, spec: JobSpec, output_dir: Path) -> None:
+    """A PiSSA adapter is rewritten as the plain LoRA that makes the same change to the unmodified
+    base (rank 2r), which is what vLLM serves; any other adapter is already saved by the Trainer."""
+    if spec.pissa_init:
+        model.save_pretrained(
+            str(output_dir), path_initial_model_for_weight_conversion=str(output_dir / PISSA_INIT)
+        )
+
+
+def _trainer_class(spec: JobSpec) -> Any:
+    """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for."""
+    from transformers import Trainer
+
+    if spec.loraplus_lr_ratio is None:
+        return Trainer
+
+    class LoraPlusTrainer(Trainer):
+        def create_optimizer(self, model: Any = None) -> Any:
+            if self.optimizer is None:
+                from peft.optimizers import create_loraplus_optimizer
+
+                optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, self.model)
+                kwargs.pop("lr", None)
+                self.optimizer = create_loraplus_optimizer(
+                    self.model,
+                    optimizer_cls,
+                    lr=self.args.learning_rate,
+                    loraplus_lr_ratio=spec.loraplus_lr_ratio,
+                    loraplus_lr_embedding=spec.loraplus_lr_embedding,
+                    loraplus_weight_decay=self.args.weight_decay,
+                    **kwargs,
+                )
+            return self.optimizer
+
+    return LoraPlusTrainer
 
 
 def _plot(logged: list[dict[str, Any]], path: Path) -> None:
@@ -275,7 +384,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     import torch
     from hipbot.jobs.datasets import build_examples
     from hipbot.jobs.gpu import detect
-    from transformers import Trainer, TrainerCallback, set_seed
+    from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
 
     job_dir = Path(job_dir)
     job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
@@ -290,7 +399,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     set_seed(spec.seed)
     args = _training_arguments(spec, output_dir, precision, use_cpu)
     model, tokenizer = _load_model(spec, precision, job.get("allow_remote_code", False))
-    model = _lora(model, spec)
+    model = _lora(model, spec, output_dir)
     examples = build_examples(spec, tokenizer, job["dataset_dir"])
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
 
@@ -333,13 +442,16 @@ def train(job_dir: Path | str) -> dict[str, Any]:
             with log_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
 
-    trainer = Trainer(
+    callbacks: list[Any] = [Progress()]
+    if spec.early_stopping_steps:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=spec.early_stopping_steps))
+    trainer = _trainer_class(spec)(
         model=model,
         args=args,
         train_dataset=examples.train,
         eval_dataset=examples.eval or None,
         data_collator=collator,
-        callbacks=[Progress()],
+        callbacks=callbacks,
     )
     resume = None
     if spec.resume_from_checkpoint not in (None, False):
@@ -356,6 +468,8 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     if finished is None:
         result = trainer.train(resume_from_checkpoint=resume)
         trainer.save_model(str(output_dir))
+        if trainer.is_world_process_zero():
+            _save_adapter(trainer.model, spec, output_dir)
         state, training_loss = trainer.state, result.training_loss
     else:
         # The run already reached its target (the worker died while uploading the adapter): a
@@ -366,6 +480,12 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 raise HipbotError(f"{Path(resume).name} holds no {name}: cannot finish the job from it")
             if trainer.is_world_process_zero():
                 shutil.copy2(Path(resume) / name, output_dir / name)
+        if spec.pissa_init and trainer.is_world_process_zero():
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(model, load_file(str(Path(resume) / "adapter_model.safetensors")))
+            _save_adapter(model, spec, output_dir)
         training_loss = None
     elapsed = time.perf_counter() - started
     metrics: dict[str, Any] = {}

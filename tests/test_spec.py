@@ -116,7 +116,7 @@ def test_unservable_targets() -> None:
 def test_unsupported_method() -> None:
     assert "stage 'dpo' is not supported" in one(stage="dpo")
     assert "finetuning_type 'full' is not supported" in one(finetuning_type="full")
-    assert "quantization_bit (QLoRA) is not supported" in one(quantization_bit=4)
+    assert "quantization_bit: 4 is not supported: QLoRA needs" in one(quantization_bit=4)
 
 
 def test_bad_values() -> None:
