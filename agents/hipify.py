@@ -108,8 +108,9 @@ INCLUDES: dict[str, tuple[str, str, str, str]] = {
     "curand_mtgp32.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
     "curand_mtgp32_host.h": ("hiprand/hiprand_mtgp32_host.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
     "curand_mtgp32_kernel.h": ("hiprand/hiprand_kernel.h", "rocrand/rocrand_mtgp32.h", "", "rand"),
+    # hipify-clang: HIP mode names the header bare (hipRAND puts rocRAND's include dir on the path).
     "curand_mtgp32dc_p_11213.h": (
-        "rocrand/rocrand_mtgp32_11213.h",
+        "rocrand_mtgp32_11213.h",
         "rocrand/rocrand_mtgp32_11213.h",
         "",
         "rand",

@@ -141,3 +141,49 @@ def test_a_file_with_its_own_headers_leaves_undefined_names_unknown() -> None:
     # a CUDA header is not the project's own: the macro is still known to be undefined
     with_cuda = translate('#include "cuda_runtime.h"\n' + body, SKIP).text
     assert "  k<<<1, 1>>>();" in with_cuda
+
+
+def _bench_filecheck():
+    """bench/filecheck.py scores the conformance figure; load it as the bench script does."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "filecheck.py"
+    spec = importlib.util.spec_from_file_location("bench_filecheck", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    import sys
+
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("checks", "output", "ok"),
+    [
+        ("// CHECK: a\n// CHECK: b\n", "a b\n", True),  # a later match on the same line counts
+        ("// CHECK: a\n// CHECK-NEXT: b\n", "a b\nb\n", False),  # first b is on the same line
+        ("// CHECK: a\n// CHECK-NEXT: b\n", "a\nx\nb\n", False),
+        ("// CHECK: a\n// CHECK-SAME: c\n", "a b c\n", True),
+        ("// CHECK-DAG: y\n// CHECK-DAG: x\n// CHECK: z\n", "x\ny\nz\n", True),
+        ("// CHECK-DAG: x\n// CHECK-DAG: x\n", "x\n", False),
+        ("// CHECK: a\n// CHECK-NOT: q\n// CHECK: b\n", "q a\nb\nq\n", True),
+        ("// CHECK: a\n// CHECK-NOT: q\n// CHECK: b\n", "a\nq\nb\n", False),
+        ("// CHECK: v=[[V:[0-9]+]]\n// CHECK: w=[[V]]\n", "v=12\nw=13\n", False),
+        ("// CHECK: a{{[0-9]+}}b\n// CHECK-NEXT : never\n", "xa12b\n", True),
+        ("// CHECK: x\n", "y // x\n", False),  # comments are blanked as run_test.sh does
+    ],
+)
+def test_bench_filecheck_follows_filecheck_rules(tmp_path: Path, checks: str, output: str, ok: bool) -> None:
+    test = tmp_path / "t.cu"
+    test.write_text(checks)
+    result = _bench_filecheck().score(test, output)
+    assert (not result.failed) is ok, result.failed
+
+
+def test_mtgp32_parameter_header_is_bare_in_hip_mode_and_rocrand_prefixed_with_roc() -> None:
+    src = '#include "curand_kernel.h"\n#include "curand_mtgp32dc_p_11213.h"\n'
+    hip = translate(src, HipifyOptions(lint=False)).text
+    roc = translate(src, HipifyOptions(roc=True, lint=False)).text
+    assert '#include "rocrand_mtgp32_11213.h"' in hip
+    assert '#include "rocrand/rocrand_mtgp32_11213.h"' in roc
