@@ -970,7 +970,8 @@ def _pydantic_problems(exc: ValidationError) -> list[str]:
             )
             out.append(f"{where} {err.get('input')!r} is not supported: {why}")
         else:
-            out.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ")
+            out.append(f"{where}: {msg} (got {err.get('input')!r})")
     return out
 
 
