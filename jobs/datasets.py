@@ -145,8 +145,58 @@ LLAMAFACTORY_TEMPLATES = frozenset(
         "yuan",
         "zephyr",
         "ziya",
+        # newer LLaMA-Factory names
+        "apertus",
+        "bailing_v2",
+        "cpm4",
+        "dots_ocr",
+        "ernie",
+        "ernie_nothink",
+        "ernie_vl",
+        "falcon_h1",
+        "glm4_5v",
+        "glm4v",
+        "glmz1",
+        "gpt_oss",
+        "granite3_vision",
+        "hunyuan_small",
+        "intern_s1",
+        "keye_vl",
+        "lfm2",
+        "lfm2_vl",
+        "ling",
+        "llava_next",
+        "llava_next_llama3",
+        "llava_next_mistral",
+        "llava_next_qwen",
+        "llava_next_video",
+        "llava_next_video_mistral",
+        "llava_next_video_yi",
+        "llava_next_yi",
+        "mimo",
+        "mimo_vl",
+        "minicpm_o",
+        "minicpm_v",
+        "moonlight",
+        "qwen3_5",
+        "qwen3_5_nothink",
+        "qwen3_omni",
+        "qwen3_omni_nothink",
+        "qwen3_vl_nothink",
+        "seed_oss",
     ]
 )
+
+
+def known_template(name: str) -> bool:
+    """A template named here or by LLaMA-Factory, or a newer name of a model family it knows
+    (``qwen3_6``): those select the tokenizer's own chat template, as the family's own names do."""
+    names = set(TEMPLATES) | LLAMAFACTORY_TEMPLATES
+    families = {m.group() for n in names if (m := re.match(r"[a-z]+", n))}
+    family = re.match(r"[a-z]+", name)
+    return name in names or (family is not None and family.group() in families)
+
+
 TEMPLATES["smollm"] = TEMPLATES["chatml"]
 TEMPLATES["smollm2"] = TEMPLATES["chatml"]
 
@@ -600,7 +650,8 @@ def _encode_dataset(
     rows = load_records(attr, dataset_dir, seed=spec.seed)
     if spec.max_samples:
         rows = rows[: spec.max_samples]
-    options = {} if spec.enable_thinking is None else {"enable_thinking": spec.enable_thinking}
+    thinking = False if (spec.template or "").endswith("_nothink") else spec.enable_thinking
+    options = {} if thinking is None else {"enable_thinking": thinking}
     examples, skipped = [], 0
     for row in rows:
         messages = to_messages(row, attr)

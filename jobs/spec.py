@@ -809,6 +809,11 @@ def _check_lora(spec: JobSpec, problems: list[str]) -> None:
 def _check_data(spec: JobSpec, problems: list[str]) -> None:
     if not spec.dataset:
         problems.append("dataset is missing: name one or more datasets declared in dataset_info.json")
+    if spec.dataset_dir == "ONLINE" or spec.dataset_dir.startswith("REMOTE:"):
+        problems.append(
+            f"dataset_dir: {spec.dataset_dir} reads datasets from the Hub, and workers cannot download "
+            "datasets: download them, declare them in a local dataset_info.json, or attach the file"
+        )
     if spec.cutoff_len < 8:
         problems.append(f"cutoff_len must be at least 8 tokens, got {spec.cutoff_len}")
     if spec.max_samples is not None and spec.max_samples <= 0:
@@ -833,10 +838,10 @@ def _check_data(spec: JobSpec, problems: list[str]) -> None:
     if spec.split_special_tokens and spec.use_fast_tokenizer:
         problems.append("split_special_tokens needs use_fast_tokenizer: false (as in LLaMA-Factory)")
     if spec.template is not None:
-        from hipbot.jobs.datasets import LLAMAFACTORY_TEMPLATES, TEMPLATES
+        from hipbot.jobs.datasets import LLAMAFACTORY_TEMPLATES, TEMPLATES, known_template
 
         known = set(TEMPLATES) | LLAMAFACTORY_TEMPLATES
-        if spec.template not in known:
+        if not known_template(spec.template):
             close = difflib.get_close_matches(spec.template, sorted(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(TEMPLATES))})"
             problems.append(f"unknown template {spec.template!r}{hint}")
@@ -1012,7 +1017,9 @@ def load_spec(path: Path | str) -> JobSpec:
     if isinstance(raw, dict):
         base = path.resolve().parent
         for key in ("dataset_dir", "output_dir"):
-            if isinstance(raw.get(key), str) and not Path(raw[key]).expanduser().is_absolute():
+            value = raw.get(key)
+            remote = key == "dataset_dir" and (value == "ONLINE" or str(value).startswith("REMOTE:"))
+            if isinstance(value, str) and not remote and not Path(value).expanduser().is_absolute():
                 raw[key] = str(base / raw[key])
         if "dataset_dir" not in raw:
             raw["dataset_dir"] = str(base / "data")

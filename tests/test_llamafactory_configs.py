@@ -284,6 +284,13 @@ def test_refusals_say_why() -> None:
     assert "known by name" in refusal(deepspeed="examples/deepspeed/ds_z3_fp8_config.json")
 
 
+def test_templates_and_hub_dataset_dir() -> None:
+    for name in ("qwen3_nothink", "qwen3_5", "gpt_oss", "deepseekr1", "llama3", "qwen3_6"):
+        assert parse_spec({**BASE, "template": name}).template == name
+    assert refusal(template="lama3") == "unknown template 'lama3'; did you mean 'llama3'?"
+    assert "workers cannot download datasets" in refusal(dataset_dir="ONLINE")
+
+
 def test_typos_still_get_did_you_mean() -> None:
     assert refusal(lora_rnak=8) == "unknown key 'lora_rnak'; did you mean 'lora_rank'?"
     assert refusal(gradient_accumulation_step=2).endswith("did you mean 'gradient_accumulation_steps'?")
