@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from hipbot.errors import HipbotError
 
-# vLLM's own list (vllm/config/lora.py, ``MaxLoRARanks``): an adapter of another rank cannot be served.
+# vLLM's --max-lora-rank values (vllm/config/lora.py, ``MaxLoRARanks``): a server takes adapters of
+# any rank up to its setting, so an adapter above the largest cannot be served anywhere.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+VLLM_MAX_LORA_RANK = max(VLLM_LORA_RANKS)
 # Modules vLLM's LoRA layers do not cover: an adapter that trains them cannot be served.
 VLLM_UNSERVABLE_TARGETS = ("lm_head", "embed_tokens", "wte", "word_embeddings", "embed_in", "embed_out")
 DEEPSPEED_PRESETS = ("z2", "z3", "z3_offload")
@@ -747,11 +749,12 @@ def _check_optimizer(spec: JobSpec, problems: list[str]) -> None:
 
 def _check_lora(spec: JobSpec, problems: list[str]) -> None:
     """LoRA settings that each look fine but give an adapter nobody can serve."""
-    if spec.lora_rank not in VLLM_LORA_RANKS:
-        nearest = min(VLLM_LORA_RANKS, key=lambda r: (abs(r - spec.lora_rank), r))
+    if spec.lora_rank <= 0:
+        problems.append(f"lora_rank must be positive, got {spec.lora_rank}")
+    elif spec.lora_rank > VLLM_MAX_LORA_RANK:
         problems.append(
-            f"lora_rank {spec.lora_rank} cannot be served by vLLM (allowed: "
-            f"{', '.join(map(str, VLLM_LORA_RANKS))}); try lora_rank: {nearest}"
+            f"lora_rank {spec.lora_rank} cannot be served by vLLM: its largest --max-lora-rank is "
+            f"{VLLM_MAX_LORA_RANK}; try lora_rank: {VLLM_MAX_LORA_RANK} or lower"
         )
     if spec.alpha <= 0:
         problems.append(f"lora_alpha must be positive, got {spec.alpha}")
@@ -783,10 +786,10 @@ def _check_lora(spec: JobSpec, problems: list[str]) -> None:
                 "rewrote, so vLLM could not serve it; add pissa_convert: true (the saved adapter then "
                 "has rank 2 x lora_rank)"
             )
-        elif 2 * spec.lora_rank not in VLLM_LORA_RANKS:
+        elif 2 * spec.lora_rank > VLLM_MAX_LORA_RANK:
             problems.append(
-                f"pissa_convert saves a rank-{2 * spec.lora_rank} adapter (2 x lora_rank), which vLLM "
-                "cannot serve; pick lora_rank 8, 16, 32, 64, 128 or 256"
+                f"pissa_convert saves a rank-{2 * spec.lora_rank} adapter (2 x lora_rank), above vLLM's "
+                f"largest --max-lora-rank {VLLM_MAX_LORA_RANK}; pick lora_rank {VLLM_MAX_LORA_RANK // 2} or lower"
             )
         if spec.deepspeed and spec.zero_stage == 3:
             problems.append("pissa_init is incompatible with DeepSpeed ZeRO-3 (as in LLaMA-Factory): use z2")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hipbot.jobs.spec import VLLM_LORA_RANKS, JobSpec, deepspeed_config
+from hipbot.jobs.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
 
 from hipbot.errors import HipbotError
 
@@ -277,7 +277,7 @@ def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
                 hint="a LoRA adapter folder (adapter_config.json + adapter_model.safetensors) or a Hub name",
             ) from exc
         config = model.peft_config["default"]
-        if getattr(config, "peft_type", None) != "LORA" or config.r not in VLLM_LORA_RANKS or config.use_dora:
+        if getattr(config, "peft_type", None) != "LORA" or config.r > VLLM_MAX_LORA_RANK or config.use_dora:
             raise HipbotError(
                 f"adapter_name_or_path {source!r} is not a LoRA adapter vLLM can serve "
                 f"(type {config.peft_type}, rank {getattr(config, 'r', '?')}); continue a plain LoRA adapter"

@@ -92,8 +92,8 @@ def test_client_token_required(env) -> None:
 
 def test_submit_validates_and_warns(env) -> None:
     http, _, _ = env
-    bad = http.post("/jobs", data={"config": YAML + "lora_rank: 12\nbf16: true\nfp16: true\n"})
-    assert bad.status_code == 422 and "lora_rank 12 cannot be served by vLLM" in bad.json()["detail"]
+    bad = http.post("/jobs", data={"config": YAML + "lora_rank: 1024\nbf16: true\nfp16: true\n"})
+    assert bad.status_code == 422 and "lora_rank 1024 cannot be served by vLLM" in bad.json()["detail"]
     big = http.post("/jobs", data={"config": YAML}, files={"dataset": ("mine.json", b"x" * 20_000)})
     assert big.status_code == 413 and "larger than" in big.json()["detail"]
     reply = submit(http)

@@ -101,9 +101,11 @@ def test_pure_bf16_with_zero3() -> None:
 
 
 def test_rank_outside_vllm_set() -> None:
-    msg = one(lora_rank=12)
-    assert "lora_rank 12 cannot be served by vLLM" in msg and "1, 8, 16, 32, 64, 128, 256, 320, 512" in msg
-    assert "try lora_rank: 8" in msg
+    msg = one(lora_rank=1024)
+    assert "lora_rank 1024 cannot be served by vLLM: its largest --max-lora-rank is 512" in msg
+    assert problems(lora_rank=0)[0] == "lora_rank must be positive, got 0"
+    for rank in (4, 12, 320):  # a server with --max-lora-rank at or above the rank serves it
+        assert parse_spec({**BASE, "lora_rank": rank}).lora_rank == rank
 
 
 def test_unservable_targets() -> None:
@@ -136,10 +138,10 @@ def test_bad_values() -> None:
 
 
 def test_all_problems_reported_at_once() -> None:
-    found = problems(lora_rnak=8, bf16=True, fp16=True, lora_rank=7, lora_target="lm_head")
+    found = problems(lora_rnak=8, bf16=True, fp16=True, lora_rank=700, lora_target="lm_head")
     assert len(found) == 4
     with pytest.raises(SpecError) as info:
-        parse_spec({**BASE, "lora_rank": 7, "fp16": True, "bf16": True})
+        parse_spec({**BASE, "lora_rank": 700, "fp16": True, "bf16": True})
     assert str(info.value).startswith("job config has 2 problems:")
     assert isinstance(info.value, HipbotError)
 
@@ -172,4 +174,4 @@ def test_validate_job_with_attachment() -> None:
     assert "no record has a prompt and an answer" in empty.error
     wrong = validate_job(yaml_text, b"x", "mine.txt")
     assert "use a .json, .jsonl, .csv or .parquet file" in wrong.error
-    assert "lora_rank 3" in validate_job(yaml_text + "lora_rank: 3\n").error
+    assert "lora_rank 1024" in validate_job(yaml_text + "lora_rank: 1024\n").error
