@@ -1006,8 +1006,18 @@ def parse_spec(source: str | dict[str, Any], *, name: str = "job config") -> Job
     return spec
 
 
+def _local(base: Path, value: str) -> Path | None:
+    """A relative path as LLaMA-Factory reads it (from the working directory) or beside the job file."""
+    for root in (base, Path.cwd()):
+        if (root / value).exists():
+            return (root / value).resolve()
+    return None
+
+
 def load_spec(path: Path | str) -> JobSpec:
-    """Read a job file; relative ``dataset_dir``/``deepspeed``/``output_dir`` are taken from the file's folder."""
+    """Read a job file. Relative ``dataset_dir``/``deepspeed``/``adapter_name_or_path`` are found beside
+    the file or, as LLaMA-Factory reads them, in the working directory; ``output_dir`` (and a
+    ``dataset_dir`` found nowhere) is taken from the file's folder."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -1019,24 +1029,21 @@ def load_spec(path: Path | str) -> JobSpec:
         raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=str(path)) from exc
     if isinstance(raw, dict):
         base = path.resolve().parent
-        for key in ("dataset_dir", "output_dir"):
-            value = raw.get(key)
-            remote = key == "dataset_dir" and (value == "ONLINE" or str(value).startswith("REMOTE:"))
-            if isinstance(value, str) and not remote and not Path(value).expanduser().is_absolute():
-                raw[key] = str(base / raw[key])
-        if "dataset_dir" not in raw:
-            raw["dataset_dir"] = str(base / "data")
+        output = raw.get("output_dir")
+        if isinstance(output, str) and not Path(output).expanduser().is_absolute():
+            raw["output_dir"] = str(base / output)
+        data = raw.get("dataset_dir", "data")
+        remote = data == "ONLINE" or str(data).startswith("REMOTE:")
+        if isinstance(data, str) and not remote and not Path(data).expanduser().is_absolute():
+            raw["dataset_dir"] = str(_local(base, data) or base / data)
         adapters = raw.get("adapter_name_or_path")
         if isinstance(adapters, str):
-            raw["adapter_name_or_path"] = ",".join(
-                str(base / a) if (base / a).exists() else a for a in _split_list(adapters)
-            )
+            raw["adapter_name_or_path"] = ",".join(str(_local(base, a) or a) for a in _split_list(adapters))
         ds = raw.get("deepspeed")
-        relative = (
-            isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute()
-        )
-        if relative and ((base / ds).is_file() or Path(ds).name not in LLAMAFACTORY_DEEPSPEED):
-            raw["deepspeed"] = str(base / ds)
+        if isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute():
+            found = _local(base, ds)
+            if found is not None or Path(ds).name not in LLAMAFACTORY_DEEPSPEED:
+                raw["deepspeed"] = str(found or base / ds)
     return parse_spec(raw, name=str(path))
 
 

@@ -166,20 +166,26 @@ adafactor: false
     assert spec.optim == "adamw_torch" and parse_spec({**BASE, "adafactor": True}).optim == "adafactor"
 
 
-def test_load_spec_llamafactory_paths(tmp_path: Path) -> None:
-    """A config saved beside LLaMA-Factory's tree: its deepspeed path, relative dataset_dir and adapter."""
-    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+def test_load_spec_llamafactory_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config inside LLaMA-Factory's tree, run from its root: paths relative to the working
+    directory (as llamafactory-cli reads them) or to the file, and LLaMA-Factory's DeepSpeed names."""
+    (tmp_path / "data").mkdir()
     (tmp_path / "saves" / "prev").mkdir(parents=True)
+    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+    (tmp_path / "examples" / "deepspeed" / "mine.json").write_text('{"zero_optimization": {"stage": 2}}')
     path = tmp_path / "examples" / "train_lora" / "job.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(
-        "model_name_or_path: m\ndataset: d\ndataset_dir: ../../data\n"
-        "deepspeed: examples/deepspeed/ds_z3_offload_config.json\nadapter_name_or_path: ../../saves/prev\n"
+        "model_name_or_path: m\ndataset: d\ndataset_dir: data\n"
+        "deepspeed: examples/deepspeed/ds_z3_offload_config.json\nadapter_name_or_path: saves/prev\n"
     )
+    monkeypatch.chdir(tmp_path)
     spec = load_spec(path)
-    assert spec.zero_stage == 3 and spec.offload
-    assert Path(spec.dataset_dir).resolve() == (tmp_path / "data").resolve()
-    assert Path(spec.adapter_name_or_path[0]).resolve() == (tmp_path / "saves" / "prev").resolve()
+    assert spec.zero_stage == 3 and spec.offload  # not in the tree: the preset of that name
+    assert Path(spec.dataset_dir) == (tmp_path / "data").resolve()
+    assert Path(spec.adapter_name_or_path[0]) == (tmp_path / "saves" / "prev").resolve()
+    path.write_text("model_name_or_path: m\ndataset: d\ndeepspeed: examples/deepspeed/mine.json\n")
+    assert load_spec(path).zero_stage == 2
 
 
 def test_ignored_keys_load() -> None:
