@@ -344,6 +344,28 @@ def _no_local_copy(name: str, remote: tuple[str, str] | None, script_url: str | 
     )
 
 
+def dataset_problems(spec: Any, dataset_dir: Path | str | None = None) -> list[str]:
+    """Every problem with the datasets a job names (``dataset`` and ``eval_dataset``): entries that are
+    missing or cannot be used, and local files that do not exist; all at once, like the spec's."""
+    dataset_dir = Path(dataset_dir or spec.dataset_dir)
+    try:
+        info = read_dataset_info(dataset_dir)
+    except HipbotError as exc:
+        return [str(exc)]
+    problems = []
+    for name in dict.fromkeys([*spec.dataset, *spec.eval_dataset]):
+        try:
+            attr = dataset_attr(name, info)
+            path = dataset_dir / (attr.file_name or "")
+            if not path.exists():
+                if attr.remote is not None or attr.script_url:
+                    _no_local_copy(attr.name, attr.remote, attr.script_url)
+                raise HipbotError(f"dataset {name!r}: file {path} does not exist")
+        except HipbotError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def _read_file(path: Path) -> list[dict[str, Any]]:
     kind = FILE_FORMATS.get(path.suffix.lower())
     if kind is None:

@@ -426,8 +426,8 @@ METHOD_REASONS = {
     "pt": "workers run supervised fine-tuning (stage: sft); pre-training on raw text is not supported",
     "rm": "reward modelling trains a value head, which vLLM cannot serve with a LoRA adapter; workers run stage: sft",
     "ppo": "PPO needs a reward model and generation during training; workers run stage: sft",
-    "dpo": "preference training (DPO) is not supported; workers run stage: sft",
-    "kto": "preference training (KTO) is not supported; workers run stage: sft",
+    "dpo": "workers train one answer per prompt (stage: sft), not preference pairs (DPO)",
+    "kto": "workers train one answer per prompt (stage: sft), not preference feedback (KTO)",
     "full": "full fine-tuning writes a whole model, not a LoRA adapter vLLM can serve next to the base; "
     "use finetuning_type: lora",
     "freeze": "freeze (partial-parameter) tuning writes whole layers, not a LoRA adapter vLLM can serve; "

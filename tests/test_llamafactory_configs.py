@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from fixtures_finetune import job_yaml, tiny_model_dir, write_datasets
-from hipbot.jobs.datasets import build_examples, dataset_attr, interleave, load_records, pack, to_messages
+from hipbot.jobs.datasets import (
+    build_examples,
+    dataset_attr,
+    dataset_problems,
+    interleave,
+    load_records,
+    pack,
+    to_messages,
+)
 from hipbot.jobs.spec import REFUSED_KEYS, SpecError, load_spec, parse_spec
 from hipbot.jobs.trainer import train, write_job
 
@@ -252,7 +260,7 @@ def test_refusals_say_why() -> None:
     assert "QLoRA needs bitsandbytes" in refusal(quantization_bit=4)
     assert "LLaMA-Factory refuses rope_scaling" in refusal(rope_scaling="linear")
     assert "use deepspeed: z3" in refusal(fsdp="full_shard auto_wrap")
-    assert "stage 'dpo' is not supported: preference training (DPO)" in refusal(stage="dpo")
+    assert "stage 'dpo' is not supported: workers train one answer per prompt" in refusal(stage="dpo")
     assert "stage 'pt' is not supported" in refusal(stage="pt")
     assert "vLLM cannot serve OFT adapters" in refusal(finetuning_type="oft")
     assert "full fine-tuning writes a whole model" in refusal(finetuning_type="full")
@@ -466,6 +474,25 @@ def test_dataset_info_refusals(tmp_path: Path) -> None:
         load_records(attr, tmp_path)
     (tmp_path / "alpaca.json").write_text('[{"instruction": "q", "output": "a"}]')
     assert load_records(attr, tmp_path) == [{"instruction": "q", "output": "a"}]
+
+
+def test_dataset_problems_lists_every_dataset(tmp_path: Path) -> None:
+    data = _info(
+        tmp_path / "data",
+        {
+            "identity": {"file_name": "identity.json"},
+            "alpaca_en": {"hf_hub_url": "llamafactory/alpaca_en", "ms_hub_url": "llamafactory/alpaca_en"},
+            "dpo_en_demo": {"file_name": "dpo_en_demo.json", "ranking": True},
+            "gone": {"file_name": "gone.json"},
+        },
+        {"identity.json": [{"instruction": "who are you", "output": "hipbot"}]},
+    )
+    spec = parse_spec({**BASE, "dataset": "identity,alpaca_en,dpo_en_demo", "eval_dataset": "gone,idenity"})
+    found = dataset_problems(spec, data)
+    assert len(found) == 4 and "alpaca_en' is on the Hugging Face Hub" in found[0]
+    assert "preference dataset" in found[1] and "gone.json does not exist" in found[2]
+    assert "did you mean 'identity'?" in found[3]
+    assert dataset_problems(parse_spec({**BASE, "dataset": "identity"}), data) == []
 
 
 def test_mixing_and_packing() -> None:
