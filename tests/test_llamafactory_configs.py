@@ -616,3 +616,44 @@ def test_pissa_then_continue_the_adapter(tmp_path: Path, model: Path) -> None:
         load_file(str(second / "adapter_model.safetensors")),
     )
     assert old.keys() == new.keys() and any(not torch.equal(old[k], new[k]) for k in old)
+
+
+def test_training_with_llamafactory_options(tmp_path: Path, model: Path) -> None:
+    """One real run with the options that change training: eval_dataset evaluated every 2 steps with
+    the best checkpoint kept and early stopping, LoRA+, NEFTune, a min-lr cosine schedule, packing."""
+    data = write_datasets(tmp_path / "data")
+    out = tmp_path / "out"
+    spec = parse_spec(
+        job_yaml(
+            model,
+            data,
+            out,
+            max_steps=4,
+            save_steps=2,
+            eval_dataset="sharegpt_demo",
+            eval_strategy="steps",
+            eval_steps=2,
+            per_device_eval_batch_size=8,
+            load_best_model_at_end=True,
+            early_stopping_steps=2,
+            loraplus_lr_ratio=8,
+            neftune_noise_alpha=5,
+            lr_scheduler_type="cosine_with_min_lr",
+            lr_scheduler_kwargs='{"min_lr_rate": 0.1}',
+            warmup_steps=1,
+            packing=True,
+            default_system="You port CUDA to HIP.",
+            disable_shuffling=True,
+        )
+    )
+    write_job(tmp_path / "job", spec, device="cpu")
+    metrics = train(tmp_path / "job")
+    assert metrics["global_step"] == 4 and "eval_loss" in metrics["eval"]
+    state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
+    assert [h["step"] for h in state["log_history"] if "eval_loss" in h] == [2, 4]
+    assert state["best_model_checkpoint"].endswith(("checkpoint-2", "checkpoint-4"))
+    lrs = [h["learning_rate"] for h in state["log_history"] if "learning_rate" in h]
+    assert (
+        lrs[0] == 0 and min(lrs[1:]) >= 0.1 * spec.learning_rate * 0.999
+    )  # warmup, then down to min_lr_rate
+    assert (out / "adapter_model.safetensors").is_file()
