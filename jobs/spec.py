@@ -381,6 +381,29 @@ IGNORED_KEYS = frozenset(
         "reward_model_type",
         "ld_alpha",
         "init_special_tokens",
+        # older LLaMA-Factory names of the same kinds of settings
+        "visual_inputs",
+        "train_mm_proj_only",
+        "image_dir",
+        "image_resolution",
+        "video_resolution",
+        "cache_path",
+        "reserved_label_len",
+        "split",
+        "name_module_trainable",
+        "num_layer_trainable",
+        "lora_bf16_mode",
+        "dpo_beta",
+        "dpo_loss",
+        "dpo_ftx",
+        "orpo_beta",
+        # speed-only switches of newer releases: attention kernels, fused losses, padding, MFU reports
+        "attn",
+        "use_cce",
+        "pad_to_multiple_of",
+        "include_mfu",
+        "mfu_profile_every",
+        "mfu_warmup_steps",
     }
 )
 
@@ -395,6 +418,10 @@ REFUSED_KEYS: dict[str, str] = {
     "use_adam_mini": "Adam-mini needs the adam-mini package, which workers do not install; use optim: adamw_torch",
     "use_muon": "the Muon optimizer needs a package workers do not install; use optim: adamw_torch",
     "use_dft_loss": "the DFT loss is not implemented by hipbot's trainer; remove it to train with the usual loss",
+    "use_eaft_loss": "the EAFT loss is not implemented by hipbot's trainer; remove it to train with the usual loss",
+    "use_asft_loss": "the ASFT loss is not implemented by hipbot's trainer; remove it to train with the usual loss",
+    "new_special_tokens": "new token embeddings are not part of a LoRA adapter vLLM can serve on the base model",
+    "sequence_parallel_size": "workers shard with DeepSpeed ZeRO, not sequence parallelism: use deepspeed: z3",
     "use_llama_pro": "LLaMA Pro trains blocks added to an expanded model, which vLLM cannot serve next to "
     "the original base model",
     "train_from_scratch": "a randomly initialised base model cannot be served with the adapter; "
@@ -434,8 +461,11 @@ METHOD_REASONS = {
     "use finetuning_type: lora",
     "oft": "vLLM cannot serve OFT adapters; use finetuning_type: lora",
 }
+# Sizes whose default (1, or 0 for "off") asks for no parallelism.
+PARALLEL_SIZES = frozenset({"tp_size", "sequence_parallel_size"})
 # Old names of the same settings.
 ALIASES = {
+    "sft_packing": "packing",
     "evaluation_strategy": "eval_strategy",
     "per_gpu_train_batch_size": "per_device_train_batch_size",
     "per_gpu_eval_batch_size": "per_device_eval_batch_size",
@@ -722,7 +752,7 @@ def _normalise(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
         elif key in IGNORED_KEYS:
             continue
         elif key in REFUSED_KEYS:
-            if _is_set(value):
+            if _is_set(value) and not (key in PARALLEL_SIZES and isinstance(value, int) and value <= 1):
                 shown = json.dumps(value, default=str)
                 problems.append(f"{key}: {shown} is not supported: {REFUSED_KEYS[key]}")
         elif key not in FIELDS:

@@ -245,14 +245,17 @@ def test_refused_keys_with_default_values_load() -> None:
             "use_dora": False,
             "pissa_init": False,
             "create_new_adapter": True,  # only meaningful with adapter_name_or_path
+            "sequence_parallel_size": 1,
+            "tp_size": 0,
         }
     )
+    assert parse_spec({**BASE, "sft_packing": True}).packing  # the old name
     assert spec.model_name_or_path == "m"
 
 
 @pytest.mark.parametrize("key", sorted(REFUSED_KEYS))
 def test_every_refused_key_names_itself_and_why(key: str) -> None:
-    msg = refusal(**{key: 4 if key.endswith("bit") or key.endswith("size") else "linear"})
+    msg = refusal(**{key: 4 if key.endswith(("bit", "size")) else "linear"})
     assert msg.startswith(f"{key}: ") and " is not supported: " in msg and msg.endswith(REFUSED_KEYS[key])
 
 
