@@ -188,6 +188,7 @@ IGNORED_KEYS = frozenset(
         "dataloader_persistent_workers",
         "dataloader_prefetch_factor",
         "dataloader_in_order",
+        "dataloader_multiprocessing_context",
         "streaming",
         "buffer_size",
         "neat_packing",
@@ -466,6 +467,8 @@ PARALLEL_SIZES = frozenset({"tp_size", "sequence_parallel_size"})
 # Old names of the same settings.
 ALIASES = {
     "sft_packing": "packing",
+    "activation_checkpointing": "gradient_checkpointing",
+    "activation_checkpointing_kwargs": "gradient_checkpointing_kwargs",
     "evaluation_strategy": "eval_strategy",
     "per_gpu_train_batch_size": "per_device_train_batch_size",
     "per_gpu_eval_batch_size": "per_device_eval_batch_size",
@@ -713,7 +716,13 @@ def deepspeed_offload(value: str | dict[str, Any] | None) -> bool:
     )
 
 
-KNOWN_KEYS = tuple(FIELDS) + tuple(IGNORED_KEYS) + tuple(REFUSED_KEYS) + tuple(ALIASES) + ("compute_type",)
+KNOWN_KEYS = (
+    tuple(FIELDS)
+    + tuple(IGNORED_KEYS)
+    + tuple(REFUSED_KEYS)
+    + tuple(ALIASES)
+    + ("compute_type", "adafactor", "train_sampling_strategy")
+)
 
 
 def _did_you_mean(key: str) -> str:
@@ -749,6 +758,14 @@ def _normalise(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
         elif key == "adafactor":  # the old TrainingArguments flag for optim: adafactor
             if _is_set(value):
                 data["optim"] = "adafactor"
+        elif key == "train_sampling_strategy":  # transformers 5's spelling of the two flags
+            flag = {"sequential": "disable_shuffling", "group_by_length": "group_by_length"}.get(str(value))
+            if flag:
+                data[flag] = True
+            elif value not in ("random", "batch_rebalance"):
+                problems.append(
+                    f"train_sampling_strategy must be random, sequential or group_by_length, got {value!r}"
+                )
         elif key in IGNORED_KEYS:
             continue
         elif key in REFUSED_KEYS:

@@ -250,6 +250,8 @@ def test_refused_keys_with_default_values_load() -> None:
         }
     )
     assert parse_spec({**BASE, "sft_packing": True}).packing  # the old name
+    assert parse_spec({**BASE, "train_sampling_strategy": "sequential"}).disable_shuffling  # transformers 5's
+    assert parse_spec({**BASE, "activation_checkpointing": False}).use_gradient_checkpointing is False
     assert spec.model_name_or_path == "m"
 
 
