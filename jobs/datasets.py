@@ -19,6 +19,8 @@ from hipbot.errors import HipbotError
 
 IGNORE_INDEX = -100
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+# Files under dataset_dir may also be Arrow (what 🤗 datasets writes), as LLaMA-Factory reads them.
+LOCAL_FORMATS = {**FILE_FORMATS, ".arrow": "arrow"}
 MEDIA_COLUMNS = ("images", "videos", "audios")
 ATTACHMENT_LIMIT = 64 * 1024 * 1024
 
@@ -367,14 +369,24 @@ def dataset_problems(spec: Any, dataset_dir: Path | str | None = None) -> list[s
 
 
 def _read_file(path: Path) -> list[dict[str, Any]]:
-    kind = FILE_FORMATS.get(path.suffix.lower())
+    kind = LOCAL_FORMATS.get(path.suffix.lower())
     if kind is None:
-        raise HipbotError(f"{path.name}: unsupported dataset file type (use json, jsonl, csv or parquet)")
+        raise HipbotError(
+            f"{path.name}: unsupported dataset file type (use json, jsonl, csv, parquet or arrow)"
+        )
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
 
             return pq.read_table(path).to_pylist()
+        if kind == "arrow":
+            import pyarrow as pa
+
+            with pa.memory_map(str(path)) as source:
+                try:
+                    return pa.ipc.open_stream(source).read_all().to_pylist()
+                except pa.ArrowInvalid:  # the file (random access) format rather than a stream
+                    return pa.ipc.open_file(source).read_all().to_pylist()
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HipbotError(f"cannot read dataset file {path}: {exc}") from exc
@@ -440,10 +452,14 @@ def load_records(attr: DatasetAttr, dataset_dir: Path | str, seed: int = 42) -> 
             _no_local_copy(attr.name, attr.remote, attr.script_url)
         raise HipbotError(f"dataset {attr.name!r}: file {path} does not exist")
     if path.is_dir():
-        files = sorted(c for c in path.rglob("*") if c.is_file() and c.suffix.lower() in FILE_FORMATS)
+        files = sorted(c for c in path.rglob("*") if c.is_file() and c.suffix.lower() in LOCAL_FORMATS)
+        if any(
+            f.suffix.lower() == ".arrow" for f in files
+        ):  # a saved 🤗 dataset: its json files are metadata
+            files = [f for f in files if f.suffix.lower() == ".arrow"]
         if not files:
             raise HipbotError(
-                f"dataset {attr.name!r}: folder {path} holds no json, jsonl, csv or parquet file"
+                f"dataset {attr.name!r}: folder {path} holds no json, jsonl, csv, parquet or arrow file"
             )
         rows: list[dict[str, Any]] = []
         for child in files:

@@ -434,6 +434,11 @@ def test_dataset_files_split_and_num_samples(tmp_path: Path) -> None:
     more = load_records(dataset_attr("more", info), data, seed=0)
     assert len(more) == 25 and {r["instruction"] for r in more} == {f"q{i}" for i in range(10)}
     assert more == load_records(dataset_attr("more", info), data, seed=0)  # seeded
+    from datasets import Dataset
+
+    Dataset.from_list(rows[:3]).save_to_disk(str(data / "saved"))  # arrow files plus json metadata
+    saved = dataset_attr("saved", {"saved": {"file_name": "saved"}})
+    assert [r["instruction"] for r in load_records(saved, data)] == ["q0", "q1", "q2"]
     with pytest.raises(HipbotError, match="split 'test' does not exist: a local file has one split, train"):
         load_records(dataset_attr("test", info), data)
 
