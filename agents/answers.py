@@ -16,6 +16,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from hipbot.agents.docs_parse import sentence_spans
 from hipbot.agents.docs_store import get_meta, is_ingested, load_apis, open_docs_db
 from hipbot.agents.mappings import ApiMapping
 from hipbot.agents.retrieval import IDENT, Passage, Retriever, expand_query, query_terms
@@ -27,6 +28,7 @@ MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 MAX_APIS = 8
 EXTRACT_LIMITS = (1100, 700, 500, 400, 300)  # characters quoted from the 1st..5th passage
+FOCUS_WEIGHT = 1  # as much as one word of the question
 GENERATION_PASSAGES = 4  # x 600 characters: fits a 2048-token context with the answer
 
 _API_PREFIX = re.compile(
@@ -252,6 +254,9 @@ def _name_words(name: str) -> frozenset[str]:
 
 
 def _api_shaped(token: str) -> bool:
+    """``cudaMemcpy``, ``__shfl_sync``, ``hipcub``: not an acronym of prose such as CUDA, HIP, SM."""
+    if token.isalpha() and token.isupper():
+        return False
     return bool("_" in token or re.search(r"\d|[a-z][A-Z]", token) or _API_PREFIX.match(token))
 
 
@@ -452,27 +457,29 @@ def _order_rows(found: Found) -> list[ApiMapping]:
 # --- extractive answers ---------------------------------------------------------------------
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
-_SEGMENT = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*(])|\n")
 
 
-def trim(text: str, terms: list[str], limit: int = 600, name_weight: int = 2) -> str:
+def trim(
+    text: str,
+    terms: list[str],
+    limit: int = 600,
+    name_weight: int = 2,
+    focus: tuple[int, int] | None = None,
+) -> str:
     """The window of ``text`` (at most ``limit`` chars, original layout) around the sentence or
-    line holding most question terms (an API name counts ``name_weight`` words)."""
+    line holding most question terms (an API name counts ``name_weight`` words); the sentences of
+    ``focus`` (the piece the dense search matched best) get ``FOCUS_WEIGHT`` more."""
     text = text.strip()
     if len(text) <= limit:
         return text
-    spans, start = [], 0
-    for sep in _SEGMENT.finditer(text):
-        if sep.start() > start:
-            spans.append((start, sep.start()))
-        start = sep.end()
-    if start < len(text):
-        spans.append((start, len(text)))
+    spans = sentence_spans(text)
     # Words match by a 5-letter stem (inflections), API names only whole: "__shf" would find
     # every shuffle signature, not the __shfl_xor_sync asked about.
     keys = [(t, name_weight) if _IDENT_TERM.match(t) else (t[:5], 1) for t in terms]
-    scores = [sum(w for key, w in keys if key in text[a:b].lower()) for a, b in spans]
-    best = max(range(len(spans)), key=lambda i: (scores[i], -i))
+    words = [sum(w for key, w in keys if key in text[a:b].lower()) for a, b in spans]
+    near = [FOCUS_WEIGHT if focus and a < focus[1] and b > focus[0] else 0 for a, b in spans]
+    # on a tie the sentence with the question's own words wins over the dense match
+    best = max(range(len(spans)), key=lambda i: (words[i] + near[i], words[i], -i))
     lo = hi = best
     while True:
         grown = False
@@ -707,7 +714,9 @@ class Answerer:
             parts.append("From the HIP docs:" if not fact_lines else "\nFrom the HIP docs:")
         for n, p in enumerate(prose[:5], 1):
             limit = EXTRACT_LIMITS[n - 1]
-            parts.append(f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{trim(p.text, terms, limit)}\n")
+            parts.append(
+                f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{trim(p.text, terms, limit, focus=p.focus)}\n"
+            )
         return "\n".join(parts).strip()
 
     def _generate(
@@ -716,7 +725,7 @@ class Answerer:
         from hipbot.agents.llm import chat_model, generate
 
         context = [
-            f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 600)}"
+            f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 600, focus=p.focus)}"
             for n, p in enumerate(passages[:GENERATION_PASSAGES], 1)
         ]
         if fact_lines:

@@ -64,7 +64,9 @@ def search_docs_text(answerer: Answerer, query: str, log: ToolLog, k: int = 4) -
     log.sources.extend(p.source() for p in passages)
     if not passages:
         return "No passage of the HIP docs matches."
-    return "\n\n".join(f"[{p.path} \u203a {p.section}]\n{trim(p.text, terms, 700)}" for p in passages)
+    return "\n\n".join(
+        f"[{p.path} \u203a {p.section}]\n{trim(p.text, terms, 700, focus=p.focus)}" for p in passages
+    )
 
 
 def translate_text(answerer: Answerer, code: str, log: ToolLog) -> str:

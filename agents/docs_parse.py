@@ -16,6 +16,8 @@ from pathlib import Path
 
 MAX_CHARS = 1100  # ~250 word pieces: what all-MiniLM-L6-v2 reads before truncating
 MIN_TAIL_CHARS = 250
+SEGMENT_MIN_CHARS = 60  # shorter sentences or lines join the next one: alone they embed as noise
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*(])|\n")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,48 @@ class Chunk:
     @property
     def content_hash(self) -> str:
         return hashlib.sha256(f"{self.kind}\x00{self.embed_text}".encode()).hexdigest()
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence or line of ``text``, blank ones left out."""
+    spans, start = [], 0
+    for sep in _SENTENCE_BREAK.finditer(text):
+        if sep.start() > start and text[start : sep.start()].strip():
+            spans.append((start, sep.start()))
+        start = sep.end()
+    if start < len(text) and text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
+
+
+_CODE_MARK = re.compile(r"[;{}]\s*$|/\*|//|^\s*#\s*(?:include|define|if)|```|\w+\([^)]*[&*][^)]*\)")
+
+
+def is_code(piece: str) -> bool:
+    """Code lines embed as noise that looks close to every question: leave them out."""
+    plain = sum(c.isalnum() or c in " ,.'-`*_:()?!" for c in piece)
+    return plain < 0.85 * len(piece) or bool(_CODE_MARK.search(piece))
+
+
+def segment_spans(text: str) -> list[tuple[int, int]]:
+    """Sentence-sized prose pieces of a passage, each embedded on its own: a question about one
+    list item or one remark ("specify it with --cuda-path") matches that piece even when the rest
+    of its passage is about something else. Code is left out."""
+    out: list[tuple[int, int]] = []
+    start = None
+    for a, b in sentence_spans(text):
+        if is_code(text[a:b]):
+            if start is not None:
+                out.append((start, a))
+            start = None
+            continue
+        start = a if start is None else start
+        if b - start >= SEGMENT_MIN_CHARS:
+            out.append((start, b))
+            start = None
+    if start is not None:
+        out.append((start, len(text.rstrip())))
+    return [(a, b) for a, b in out if len(text[a:b].split()) >= 3]
 
 
 def parse_file(path: Path, rel: str) -> list[Chunk]:

@@ -69,7 +69,20 @@ def _step_initial(db: sqlite_utils.Database) -> None:
     db.execute("CREATE TABLE docs_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
-STEPS = [_step_initial]
+def _step_segments(db: sqlite_utils.Database) -> None:
+    """Sentence-sized pieces of prose chunks (offsets into the chunk text), embedded on their own."""
+    db.execute(
+        """CREATE TABLE docs_segments (
+            chunk_id INTEGER NOT NULL REFERENCES docs_chunks(id) ON DELETE CASCADE,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            hash TEXT NOT NULL)"""
+    )
+    db.execute("CREATE INDEX docs_segments_chunk ON docs_segments(chunk_id)")
+    db.execute("CREATE INDEX docs_segments_hash ON docs_segments(hash)")
+
+
+STEPS = [_step_initial, _step_segments]
 
 
 def open_docs_db(path: Path | str) -> sqlite_utils.Database:

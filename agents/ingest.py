@@ -18,7 +18,7 @@ from pathlib import Path
 
 import sqlite_utils
 from hipbot.agents import docs_source
-from hipbot.agents.docs_parse import Chunk, parse_file
+from hipbot.agents.docs_parse import Chunk, parse_file, segment_spans
 from hipbot.agents.docs_store import open_docs_db, replace_apis, set_meta, vectors_to_blob
 from hipbot.agents.mappings import parse_tables
 from tqdm import tqdm
@@ -27,7 +27,7 @@ from hipbot.config import Settings, load_settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
 
-PARSER_VERSION = "3"  # bump when docs_parse changes what chunks a file yields
+PARSER_VERSION = "5"  # bump when docs_parse changes what chunks a file yields
 
 
 @dataclass
@@ -57,6 +57,10 @@ class IngestSummary:
 def passage_text(title: str, section: str, text: str) -> str:
     """The text that is embedded; the same as ``Chunk.embed_text``, rebuilt from stored columns."""
     return f"{title}\n{text}" if section == title else f"{title} > {section}\n{text}"
+
+
+def segment_hash(title: str, section: str, piece: str) -> str:
+    return hashlib.sha256(f"segment\x00{passage_text(title, section, piece)}".encode()).hexdigest()
 
 
 @contextmanager
@@ -113,7 +117,10 @@ def ingest(
                 api_rows = replace_apis(db, rows)
         embedded = _embed_missing(db, settings.embedding_model, progress)
         with _transaction(db):
-            db.execute("DELETE FROM docs_embeddings WHERE hash NOT IN (SELECT hash FROM docs_chunks)")
+            db.execute(
+                "DELETE FROM docs_embeddings WHERE hash NOT IN"
+                " (SELECT hash FROM docs_chunks UNION SELECT hash FROM docs_segments)"
+            )
             set_meta(
                 db,
                 {
@@ -149,6 +156,10 @@ def _delete_document(db: sqlite_utils.Database, rel: str) -> None:
     db.execute(
         "DELETE FROM docs_fts WHERE rowid IN (SELECT id FROM docs_chunks WHERE document_id = ?)", [row[0]]
     )
+    db.execute(
+        "DELETE FROM docs_segments WHERE chunk_id IN (SELECT id FROM docs_chunks WHERE document_id = ?)",
+        [row[0]],
+    )
     db.execute("DELETE FROM docs_chunks WHERE document_id = ?", [row[0]])
     db.execute("DELETE FROM docs_documents WHERE id = ?", [row[0]])
 
@@ -179,36 +190,58 @@ def _store_document(
                     chunk.content_hash,
                 ],
             )
+            chunk_id = cursor.lastrowid
             db.execute(
                 "INSERT INTO docs_fts (rowid, section, body, names) VALUES (?, ?, ?, ?)",
-                [cursor.lastrowid, chunk.section, chunk.embed_text, " ".join(chunk.names)],
+                [chunk_id, chunk.section, chunk.embed_text, " ".join(chunk.names)],
             )
+            if chunk.kind == "prose":
+                db.conn.executemany(
+                    "INSERT INTO docs_segments (chunk_id, start, end, hash) VALUES (?, ?, ?, ?)",
+                    [
+                        (chunk_id, a, b, segment_hash(title, chunk.section, chunk.text[a:b]))
+                        for a, b in segment_spans(chunk.text)
+                    ],
+                )
 
 
 def _embed_missing(db: sqlite_utils.Database, model: str, progress: bool) -> int:
-    """Embed prose passages that have no vector for ``model`` yet. API rows are found by name and
-    BM25 instead: a dense vector of one table row adds little and would triple the ingest time."""
-    pending = db.execute(
-        "SELECT c.hash, d.title, c.section, c.text FROM docs_chunks c"
-        " JOIN docs_documents d ON d.id = c.document_id"
-        " LEFT JOIN docs_embeddings e ON e.hash = c.hash AND e.model = ?"
-        " WHERE c.kind = 'prose' AND e.hash IS NULL GROUP BY c.hash",
-        [model],
-    ).fetchall()
+    """Embed prose passages and their sentence-sized segments that have no vector for ``model``
+    yet. API rows are found by name and BM25 instead: a dense vector of one table row adds little
+    and would triple the ingest time."""
+    pending = [
+        (h, passage_text(title, section, text))
+        for h, title, section, text in db.execute(
+            "SELECT c.hash, d.title, c.section, c.text FROM docs_chunks c"
+            " JOIN docs_documents d ON d.id = c.document_id"
+            " LEFT JOIN docs_embeddings e ON e.hash = c.hash AND e.model = ?"
+            " WHERE c.kind = 'prose' AND e.hash IS NULL GROUP BY c.hash",
+            [model],
+        )
+    ]
+    pending += [
+        (h, passage_text(title, section, text[start:end]))
+        for h, title, section, text, start, end in db.execute(
+            "SELECT s.hash, d.title, c.section, c.text, s.start, s.end FROM docs_segments s"
+            " JOIN docs_chunks c ON c.id = s.chunk_id JOIN docs_documents d ON d.id = c.document_id"
+            " LEFT JOIN docs_embeddings e ON e.hash = s.hash AND e.model = ?"
+            " WHERE e.hash IS NULL GROUP BY s.hash",
+            [model],
+        )
+    ]
     if not pending:
         return 0
     from hipbot.agents.embeddings import get_embedder
 
     embedder = get_embedder(model)
-    texts = [passage_text(title, section, text) for _, title, section, text in pending]
-    with tqdm(total=len(texts), desc="embed", unit="chunk", disable=not progress) as bar:
-        vectors = embedder.encode(texts, on_batch=bar.update)
+    with tqdm(total=len(pending), desc="embed", unit="text", disable=not progress) as bar:
+        vectors = embedder.encode([text for _, text in pending], on_batch=bar.update)
     with _transaction(db):
         db.conn.executemany(
             "INSERT OR REPLACE INTO docs_embeddings (hash, model, dim, vector) VALUES (?, ?, ?, ?)",
             [
                 (h, model, embedder.dim, vectors_to_blob(v))
-                for (h, *_), v in zip(pending, vectors, strict=True)
+                for (h, _), v in zip(pending, vectors, strict=True)
             ],
         )
     return len(pending)

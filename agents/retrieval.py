@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,31 +258,54 @@ class Passage:
     kind: str
     names: tuple[str, ...]
     score: float
+    focus: tuple[int, int] | None = None  # the sentence-sized piece closest to the question
 
     def source(self) -> dict[str, str]:
         return {"path": self.path, "section": self.section, "url": self.url}
+
+
+def _stack(blobs: Iterable[bytes]) -> np.ndarray:
+    vectors = [blob_to_vector(b) for b in blobs]
+    return np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
 
 
 def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-# AMD GPU names -> what the docs say about them (a question about "MI250" is about wave64).
-HARDWARE = (
-    (
-        re.compile(r"\b(MI\d{2,3}\w*|gfx9\w*|CDNA\d?|Instinct)\b", re.IGNORECASE),
-        "AMD GPU wavefront warpSize 64",
-    ),
-    (re.compile(r"\b(RDNA\d?|gfx1[0-2]\w*|Radeon)\b", re.IGNORECASE), "AMD GPU wavefront warpSize 32"),
+# AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
+GPU_TARGETS = (
+    (re.compile(r"\bMI(?:50|60)\b", re.IGNORECASE), "gfx906"),
+    (re.compile(r"\bMI100\b", re.IGNORECASE), "gfx908"),
+    (re.compile(r"\bMI2\d0X?\b", re.IGNORECASE), "gfx90a"),
+    (re.compile(r"\bMI3\d{2}[AX]?\b", re.IGNORECASE), "gfx942"),
+    (re.compile(r"\b(?:RX\s?)?7[0-9]00(?:\s?XTX?)?\b|\bRDNA\s?3\b", re.IGNORECASE), "gfx1100"),
+    (re.compile(r"\b(?:RX\s?)?6[0-9]00(?:\s?XT)?\b|\bRDNA\s?2\b", re.IGNORECASE), "gfx1030"),
+)
+# Wave size of the GPU families, added only to questions about warps, lanes or masks: "wrong sums
+# on MI250" is about wave64, "build for MI250" is about --offload-arch.
+WAVE64 = re.compile(r"\b(MI\d{2,3}\w*|gfx9\w*|CDNA\d?|Instinct)\b", re.IGNORECASE)
+WAVE32 = re.compile(r"\b(RDNA\d?|gfx1[0-2]\w*|Radeon)\b", re.IGNORECASE)
+WAVE_TOPIC = re.compile(
+    r"warp|wave|lane|shfl|shuffle|ballot|vote|reduc|\bsums?\b|mask|\b(?:32|64)\b", re.IGNORECASE
 )
 
 
 def expand_query(question: str) -> str:
-    """The question plus English glossary terms for its non-English words and GPU names."""
-    extra = [english for pattern, english in HARDWARE if pattern.search(question)]
-    if has_cjk(question):
-        extra += [english for term, english in GLOSSARY.items() if term in question]
-    return f"{question} {' '.join(extra)}".strip()
+    """The question plus English glossary terms for its non-English words, the gfx targets of the
+    GPUs it names and, when it is about warps, their wave size."""
+    glossary = (
+        [english for term, english in GLOSSARY.items() if term in question] if has_cjk(question) else []
+    )
+    extra = [target for pattern, target in GPU_TARGETS if pattern.search(question)]
+    if extra or WAVE64.search(question) or WAVE32.search(question):
+        extra.insert(0, "AMD GPU")
+    if WAVE_TOPIC.search(" ".join([question, *glossary])):
+        if WAVE64.search(question):
+            extra.append("wavefront warpSize 64")
+        if WAVE32.search(question):
+            extra.append("wavefront warpSize 32")
+    return " ".join([question, *extra, *glossary]).strip()
 
 
 def query_terms(text: str) -> list[str]:
@@ -289,7 +313,7 @@ def query_terms(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for word in _WORD.findall(text):
         low = word.lower()
-        if len(low) > 1 and low not in STOPWORDS and not low.isdigit():
+        if len(low) > 1 and low not in STOPWORDS:
             seen.setdefault(low, None)
     return list(seen)
 
@@ -310,9 +334,15 @@ class Retriever:
             [model],
         ).fetchall()
         self.ids = np.array([r[0] for r in rows], dtype=np.int64)
-        self.matrix = (
-            np.vstack([blob_to_vector(r[1]) for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
-        )
+        self.matrix = _stack(r[1] for r in rows)
+        segments = db.execute(
+            "SELECT s.chunk_id, s.start, s.end, e.vector FROM docs_segments s JOIN docs_embeddings e"
+            " ON e.hash = s.hash AND e.model = ? ORDER BY s.chunk_id, s.start",
+            [model],
+        ).fetchall()
+        self.segment_chunks = np.array([r[0] for r in segments], dtype=np.int64)
+        self.segment_spans = [(r[1], r[2]) for r in segments]
+        self.segment_matrix = _stack(r[3] for r in segments)
         self._embedder = None
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
@@ -354,12 +384,23 @@ class Retriever:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def dense(self, text: str, limit: int = 50) -> list[int]:
-        if not self.dense_available:
-            return []
-        scores = self.matrix @ self._embed(text)
-        top = np.argsort(-scores)[:limit]
-        return [int(self.ids[i]) for i in top]
+    def dense(self, query: np.ndarray, limit: int = 50) -> tuple[list[int], dict[int, tuple[int, int]]]:
+        """Chunks ranked by the better of their own cosine and their best segment's, and the span of
+        that best segment in each chunk: one list, so BM25 keeps an equal say in the fusion."""
+        best: dict[int, float] = {
+            int(i): float(v) for i, v in zip(self.ids, self.matrix @ query, strict=True)
+        }
+        focus: dict[int, tuple[int, int]] = {}
+        if len(self.segment_chunks):
+            scores = self.segment_matrix @ query
+            for i in np.argsort(-scores):
+                chunk_id = int(self.segment_chunks[i])
+                if chunk_id in focus:
+                    continue
+                focus[chunk_id] = self.segment_spans[i]
+                best[chunk_id] = max(best.get(chunk_id, -1.0), float(scores[i]))
+        ranked = sorted(best, key=lambda c: -best[c])[:limit]
+        return ranked, focus
 
     def mentions(self, names: list[str], limit: int = 30) -> tuple[list[int], list[int]]:
         """Prose chunks that mention any of ``names``, and the mapping-table rows of those names."""
@@ -382,8 +423,10 @@ class Retriever:
         lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(self.selective(terms)))]
         # A question written mostly in another language embeds badly; embed its English part.
         dense_text = " ".join(terms) if has_cjk(question) else expanded
-        if dense_text.strip():
-            lists.append((1.0, self.dense(dense_text)))
+        focus: dict[int, tuple[int, int]] = {}
+        if dense_text.strip() and self.dense_available:
+            ranked_dense, focus = self.dense(self._embed(dense_text))
+            lists.append((1.0, ranked_dense))
         if identifiers:
             prose, rows = self.mentions(identifiers)
             lists.append((1.5, prose))
@@ -393,9 +436,15 @@ class Retriever:
             for rank, chunk_id in enumerate(ids):
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
-        return self.passages(ranked, fused, k)
+        return self.passages(ranked, fused, k, focus)
 
-    def passages(self, ranked: list[int], scores: dict[int, float], k: int) -> list[Passage]:
+    def passages(
+        self,
+        ranked: list[int],
+        scores: dict[int, float],
+        k: int,
+        focus: dict[int, tuple[int, int]] | None = None,
+    ) -> list[Passage]:
         """Load the best chunks, skipping API rows repeated on the HIP / ROC / HIP+ROC pages."""
         out: list[Passage] = []
         seen_rows: set[tuple[str, ...]] = set()
@@ -423,7 +472,7 @@ class Retriever:
                         continue
                     seen_rows.add(key)
                 out.append(
-                    Passage(row[0], row[1], row[2], row[3], row[4], row[5], row[6], names, scores[chunk_id])
+                    Passage(*row[:7], names=names, score=scores[chunk_id], focus=(focus or {}).get(chunk_id))
                 )
                 if len(out) >= k:
                     return out

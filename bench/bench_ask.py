@@ -73,7 +73,7 @@ def main() -> None:
         recall5.append(bool(expected & set(paths[:5])))
         text = answer.answer.lower()
         facts_ok = all(f.lower() in text for f in item["facts"])
-        if item["type"] == "lookup":
+        if item.get("type") == "lookup":
             lookups += 1
             apis = [a for a in answer.apis if a.get("found")]
             hip_ok = (

@@ -96,6 +96,21 @@ def test_near_miss_gets_a_did_you_mean(engine) -> None:
             "HIP/docs/reference/fp8_numbers.rst",
             "E4M3",
         ),
+        # one item of a long list, found through its own sentence-sized segment
+        ("Can I keep my inline PTX assembly when porting to HIP?", "HIP/docs/how-to/faq.md", "GCN assembly"),
+        # GPU product names become gfx targets; wave size only joins questions about warps
+        ("How do I build one binary for both MI100 and MI250?", "HIP/docs/how-to/faq.md", "--offload-arch"),
+        # "CUDA" and "SM" are prose, not API names to search by
+        (
+            "How does HIP map CUDA's SM to AMD hardware?",
+            "HIP/docs/understand/hardware_implementation.rst",
+            "streaming multiprocessor",
+        ),
+        (
+            "How do I launch a kernel with more than 256 threads per block?",
+            "HIP/docs/how-to/hip_porting_guide.md",
+            "amdgpu_flat_work_group_size",
+        ),
     ],
 )
 def test_conceptual_answers_quote_the_right_passage(

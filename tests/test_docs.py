@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fixtures_docs import IngestedDocs, docs_settings_for
 from hipbot.agents import docs_source
-from hipbot.agents.docs_parse import parse_text
+from hipbot.agents.docs_parse import parse_text, segment_spans
 from hipbot.agents.docs_store import open_docs_db
 from hipbot.agents.ingest import ingest
 from hipbot.agents.mappings import parse_tables
@@ -149,10 +149,12 @@ def test_incremental_reingest_of_an_edited_and_a_removed_document(docs_root: Pat
     assert first.documents == len(list(corpus.rglob("*.md"))) and first.embedded >= 2
 
     extra.write_text(
-        "# Note\n\n## Wavefronts\n\nAMD CDNA GPUs run 64 lanes per wavefront.\n\n## New\n\nRDNA: 32.\n"
+        "# Note\n\n## Wavefronts\n\nAMD CDNA GPUs run 64 lanes per wavefront.\n\n"
+        "## New\n\nRDNA GPUs run 32 lanes per wavefront by default.\n"
     )
     second = ingest(settings, progress=False)
-    assert (second.changed, second.embedded) == (1, 1)  # only the new passage is embedded
+    # only the new passage and its one sentence-sized segment are embedded
+    assert (second.changed, second.embedded) == (1, 2)
 
     guide.unlink()
     third = ingest(settings, progress=False)
@@ -160,7 +162,8 @@ def test_incremental_reingest_of_an_edited_and_a_removed_document(docs_root: Pat
     db = open_docs_db(settings.database)
     assert not db.execute("SELECT 1 FROM docs_documents WHERE path LIKE '%terms.md'").fetchone()
     orphans = db.execute(
-        "SELECT count(*) FROM docs_embeddings WHERE hash NOT IN (SELECT hash FROM docs_chunks)"
+        "SELECT count(*) FROM docs_embeddings WHERE hash NOT IN"
+        " (SELECT hash FROM docs_chunks UNION SELECT hash FROM docs_segments)"
     )
     assert orphans.fetchone()[0] == 0
 
@@ -210,3 +213,17 @@ def test_download_fetches_the_pinned_files_and_caches_them(
     assert docs_source.download(settings, progress=False, base_url="http://127.0.0.1:9") == cache
     with pytest.raises(HipbotError, match="not at ref rocm-0.0.0"):
         docs_source.download(settings, ref="rocm-0.0.0", progress=False, base_url=mirror)
+
+
+def test_segments_are_the_prose_sentences_of_a_passage_without_its_code() -> None:
+    text = (
+        "Short.\nYou must install CUDA and, with several installations, name one with --cuda-path.\n"
+        "```cpp\nhipPointerAttribute_t attr;\nhipPointerGetAttributes(&attr, ptr); /* device */\n```\n"
+        "* PTX assembly (CUDA 4.0). HIP-Clang supports inline GCN assembly.\n* Dynamic parallelism (CUDA 5.0)"
+    )
+    pieces = [text[a:b] for a, b in segment_spans(text)]
+    assert pieces == [
+        "Short.\nYou must install CUDA and, with several installations, name one with --cuda-path.",
+        "* PTX assembly (CUDA 4.0). HIP-Clang supports inline GCN assembly.",
+        "* Dynamic parallelism (CUDA 5.0)",
+    ]
