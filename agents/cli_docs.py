@@ -65,18 +65,18 @@ def ask(question: str | None, as_json: bool, k: int, questions: Path | None) -> 
 
 
 def _batch(path: Path, k: int) -> None:
-    """One JSON line out per line in, in order; a bad line yields an error object, never an abort."""
+    """One JSON line out per question line in, in order (blank lines are not questions and are
+    skipped); a bad line yields an error object, never an abort."""
     from hipbot.agents.answers import get_answerer
 
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise HipbotError(f"cannot read {path}: {exc}") from exc
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
     answerer = get_answerer(load_settings())  # fails once, clearly, if nothing is ingested
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
             item = json.loads(line)
             if isinstance(item, str):

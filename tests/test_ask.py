@@ -172,6 +172,7 @@ def test_cli_ask_and_batch_keep_order_and_survive_bad_lines(
     monkeypatch.setenv("HIPBOT_DB", str(ingested_docs.settings.database))
     lines = [
         json.dumps({"question": "what replaces cudaMemcpyToSymbolAsync?"}),
+        "",  # blank lines are skipped, not answered
         "{not json",
         json.dumps({"question": ""}),
         json.dumps({"nothing": 1}),
@@ -182,14 +183,14 @@ def test_cli_ask_and_batch_keep_order_and_survive_bad_lines(
     batch.write_text("\n".join(lines) + "\n\n")
     assert main(["ask", "--json", "--questions", str(batch)]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert len(out) == len(lines)
+    assert len(out) == len(lines) - 1
     assert out[0]["apis"][0]["hip"] == "hipMemcpyToSymbolAsync" and set(out[0]) == {
         "answer",
         "sources",
         "mode",
         "apis",
     }
-    assert [o.get("line") for o in out[1:4]] == [2, 3, 4] and all("error" in o for o in out[1:4])
+    assert [o.get("line") for o in out[1:4]] == [3, 4, 5] and all("error" in o for o in out[1:4])
     assert out[4]["mode"] == "extractive" and len(out[4]["sources"]) <= 2
     assert "too long" in out[5]["error"]
 
