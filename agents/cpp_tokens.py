@@ -137,7 +137,8 @@ def candidate_scanner(
     interest: whitespace, punctuation, numbers and whole identifiers that do not begin with one of
     ``ident_prefixes``. It then matches one token of interest: a comment or string/char literal
     (so that callers can skip them), a preprocessor directive head, ``<<<``, a candidate identifier,
-    or (when ``numbers`` lists some) one of those number spellings. So the Python loop runs once per
+    or (when ``numbers`` lists some) one of those number spellings. ``<< <`` (a launch as some
+    editors format it, which nvcc accepts) is found like ``<<<``. So the Python loop runs once per
     interesting token, not once per token. The ``end`` alternative lets a trailing run of such
     text match once, instead of failing and being re-scanned from every later offset (quadratic).
     """
@@ -152,7 +153,7 @@ def candidate_scanner(
     boring = (
         r"""(?:[^\w$"'/\#<]++"""
         rf"""|(?!{_STRING_PREFIX_AHEAD}|{alts})[A-Za-z$][\w$]*+"""
-        rf"""|{skip_number}|/(?![/*])|<(?!<<))*+"""
+        rf"""|{skip_number}|/(?![/*])|<(?!<<|<[ \t]+<))*+"""
     )
     return re.compile(
         boring
@@ -163,7 +164,7 @@ def candidate_scanner(
       | (?P<char>(?:u8|[uUL])?'(?:[^'\\\n]|\\[\s\S])*'?)
       | (?P<include>\#[ \t]*(?:include_next|include|import)\b[ \t]*(?:<[^>\n]*>|"[^"\n]*"))
       | (?P<directive>\#[ \t]*[A-Za-z_]*)
-      | (?P<launch><<<)
+      | (?P<launch><<<|<<[ \t]+<(?!<))
       | (?P<ident>(?:"""
         + alts
         + r""")[\w$]*)

@@ -70,7 +70,9 @@ ROC_LIBRARIES = frozenset({"CUBLAS_API", "CUSPARSE_API", "CURAND_API", "CUSOLVER
 MIOPEN_LIBRARIES = frozenset({"CUDNN_API"})
 
 # CUDA header -> (HIP header, ROC header, kind, API); kind: "main", "main_v2" or "" (plain include).
-# An empty HIP header means the include is dropped (nothing to include on HIP).
+# An empty HIP header means the include is dropped (nothing to include on HIP). The CUDA samples'
+# own helper_cuda.h / helper_math.h are not here: they are project headers (checkCudaErrors,
+# findCudaDevice, float3 maths) that get translated with the tree, so their includes stay.
 INCLUDES: dict[str, tuple[str, str, str, str]] = {
     "cuda.h": ("hip/hip_runtime.h", "", "main", "runtime"),
     "cuda_runtime.h": ("hip/hip_runtime.h", "", "main", "runtime"),
@@ -91,8 +93,6 @@ INCLUDES: dict[str, tuple[str, str, str, str]] = {
     "cooperative_groups/scan.h": ("hip/cooperative_groups/hip_scan.h", "", "", "runtime"),
     "library_types.h": ("hip/library_types.h", "", "", "runtime"),
     "math_constants.h": ("hip/hip_math_constants.h", "", "", "runtime"),
-    "helper_cuda.h": ("hip/hip_runtime_api.h", "", "", "runtime"),
-    "helper_math.h": ("hip/hip_vector_types.h", "", "", "runtime"),
     "cuComplex.h": ("hip/hip_complex.h", "", "main", "complex"),
     "cublas.h": ("hipblas.h", "rocblas.h", "main", "blas"),
     "cublas_v2.h": ("hipblas.h", "rocblas.h", "main_v2", "blas"),
@@ -156,6 +156,29 @@ DATA_TYPE_NAMES = ("cudaDataType_t", "cudaDataType")
 # Prefixes of CUDA API names; identifiers with them that no table lists are reported as unknown.
 _CUDA_PREFIXES = ("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cusolver", "CUDA_", "CUBLAS_",
                   "CURAND_", "CUDNN_", "CUFFT_", "CUSPARSE_", "CUSOLVER_", "CU_", "cu")  # fmt: skip
+
+
+# Include guards and marker macros of CUDA headers that code tests with ``#ifdef`` to see whether a
+# header was included (helper_cuda.h's ``#ifdef __DRIVER_TYPES_H__`` around checkCudaErrors, ...).
+# No mapping table lists them; without a rename the guarded code silently disappears under HIP.
+# Targets are the guards of the HIP headers the includes are translated to (stable since ROCm 5).
+HEADER_GUARDS = {
+    "__DRIVER_TYPES_H__": "HIP_INCLUDE_HIP_DRIVER_TYPES_H",
+    "__CUDA_RUNTIME_H__": "HIP_INCLUDE_HIP_HIP_RUNTIME_H",
+    "__CUDA_RUNTIME_API_H__": "HIP_INCLUDE_HIP_HIP_RUNTIME_API_H",
+    "__cuda_cuda_h__": "HIP_INCLUDE_HIP_HIP_RUNTIME_H",
+    "__VECTOR_TYPES_H__": "HIP_INCLUDE_HIP_HIP_VECTOR_TYPES_H",
+    "__CUDA_FP16_H__": "HIP_INCLUDE_HIP_HIP_FP16_H",
+    "CU_COMPLEX_H_": "HIP_INCLUDE_HIP_HIP_COMPLEX_H",
+}
+# Library headers' guards: only where the include becomes the hip* wrapper (not with --roc).
+LIBRARY_HEADER_GUARDS = {
+    "CUBLAS_API_H_": "HIPBLAS_H",
+    "CUBLAS_V2_H_": "HIPBLAS_H",
+    "CURAND_H_": "HIPRAND_H_",
+    "_CUFFT_H_": "HIPFFT_H_",
+    "CUSPARSEAPI": "HIPSPARSE_EXPORT",
+}
 
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
@@ -316,6 +339,12 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
         for name, target in call_rewrites.MIOPEN_RENAMES.items():
             if name in out:
                 out[name] = replace(out[name], target=target, reason=None)
+    guards = HEADER_GUARDS if roc else {**HEADER_GUARDS, **LIBRARY_HEADER_GUARDS}
+    for name, target in guards.items():
+        if name not in out:
+            out[name] = Rename(
+                name, target, None, "CUDA_RUNTIME_API", "header guards", "", "CUDA RT API", "include guard"
+            )
     if use_hip_data_types:
         for name in DATA_TYPE_NAMES:
             if name in out:
@@ -828,18 +857,21 @@ class _Translator:
         last_end = -1
         src = self.src
         for pos in launches:
-            line_start = src.rfind("\n", 0, pos) + 1
-            if not src[line_start:pos].strip() and line_start > 0:
-                line_start = src.rfind("\n", 0, line_start - 1) + 1  # kernel name on the line above
-            win = TokenWindow(src, line_start)
+            win = TokenWindow(src, _statement_line_start(src, pos))
+            at = win.index_at(pos)
+            if src[pos : pos + 3] != "<<<" and _prev_text(win, at) == "operator":
+                continue  # 'operator<< <T>(...)': a template operator, not a launch
             try:
-                launch = parse_launch(win, win.index_at(pos))
+                launch = parse_launch(win, at)
             except LaunchError as exc:
                 line, col = self.lines.position(exc.offset)
                 self.report.errors.append(f"{self.report.filename}:{line}:{col}: {exc}")
                 continue
             self.report.kernel_launches += 1
             self.report.by_type["kernel_launch"] += 1
+            if launch.spaced and not hip_syntax:
+                new_edits.append((launch.open[0], launch.open[1], "<<<"))
+                new_edits.append((launch.close[0], launch.close[1], ">>>"))
             if not hip_syntax or launch.start < last_end:
                 continue
             kernel_text = src[launch.kernel[0] : launch.kernel[1]].strip()
@@ -905,6 +937,25 @@ def _macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:
         break
     params = [p.strip() for p in m.group(2).split(",") if p.strip()]
     return m.group(1), params, end
+
+
+def _statement_line_start(src: str, pos: int) -> int:
+    """Start of the line where the statement holding the ``<<<`` at ``pos`` begins: a kernel name
+    with template arguments may sit lines above its ``<<<`` (bounded look-back, so still linear)."""
+    floor = max(0, pos - 4096)
+    cut = max(src.rfind(";", floor, pos), src.rfind("{", floor, pos), src.rfind("}", floor, pos))
+    if cut < 0:
+        cut = floor if floor else 0
+    return src.rfind("\n", 0, min(cut, pos)) + 1 if cut else 0
+
+
+def _prev_text(win: TokenWindow, i: int) -> str:
+    while i > 0:
+        i -= 1
+        t = win.get(i)
+        if t is not None and t.kind != COMMENT:
+            return t.text
+    return ""
 
 
 def _looks_cuda(name: str) -> bool:

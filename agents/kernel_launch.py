@@ -29,6 +29,13 @@ class Launch:
     config: list[tuple[int, int]]  # source ranges of the 1-4 configuration arguments
     args: tuple[int, int] | None  # source range of the call arguments, None when there are none
     templated: bool  # explicit template arguments on the kernel name
+    open: tuple[int, int] = (0, 0)  # source range of '<<<' (or of a spaced '<< <')
+    close: tuple[int, int] = (0, 0)  # source range of '>>>' (or of a spaced '>> >')
+
+    @property
+    def spaced(self) -> bool:
+        """Written ``<< <`` / ``>> >`` (nvcc takes it, clang does not)."""
+        return self.open[1] - self.open[0] != 3 or self.close[1] - self.close[0] != 3
 
 
 def _prev(win: TokenWindow, i: int) -> int:
@@ -117,10 +124,15 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
     if k0 < 0:
         raise LaunchError("'<<<' without a kernel name before it", open_tok.start)
     kernel = (win.get(k0).start, win.get(_prev(win, i)).end)
+    open_end = open_tok.end
+    j = i + 1
+    if open_tok.text == "<<":  # '<< <'
+        open_end = win.get(j).end
+        j += 1
     config: list[tuple[int, int]] = []
     depth = 0
-    j = i + 1
     arg_first = arg_last = None
+    close = (0, 0)
     while True:
         t = win.get(j)
         if t is None:
@@ -129,6 +141,12 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
         if t.kind == COMMENT:
             j += 1
             continue
+        if depth == 0 and text == ">>" and _text(win, j + 1) == ">":  # '>> >'
+            j += 1
+            close = (t.start, win.get(j).end)
+            text = ">>>"
+        elif text == ">>>":
+            close = (t.start, t.end)
         if depth == 0 and text in (">>>", ","):
             if arg_first is None:
                 raise LaunchError("empty kernel launch configuration argument", t.start)
@@ -172,7 +190,9 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
         raise LaunchError("kernel launch argument list is not closed", paren.start)
     first, last = _next(win, p), _prev(win, q)
     args = (win.get(first).start, win.get(last).end) if first < q else None
-    return Launch(win.get(k0).start, t.end, kernel, config, args, templated)
+    return Launch(
+        win.get(k0).start, t.end, kernel, config, args, templated, (open_tok.start, open_end), close
+    )
 
 
 def hip_launch_text(launch: Launch, render: Callable[[int, int], str], kernel_is_template: bool) -> str:

@@ -258,3 +258,54 @@ def test_launch_macro_taking_the_kernel_is_rewritten_where_used() -> None:
     assert "  hipLaunchKernelGGL(Inc1, dim3(grid), dim3(block), 0, 0, hipMemcpyHostToDevice, y);\n" in out
     assert "    call<<<g, b>>>(__VA_ARGS__);\n" in out
     assert "// CUDA_LAUNCH(in, a, comment);" in out
+
+
+def test_launch_with_template_arguments_over_several_lines() -> None:
+    src = (
+        "void run() {\n  const int BM = 64;\n  gemm<BM, 128,\n       8>\n      <<<grid, block>>>(a, b);\n}\n"
+    )
+    result = translate(src, HipifyOptions(lint=False, insert_runtime_header=False))
+    assert result.report.errors == [] and result.report.kernel_launches == 1
+    out = hip(src, hip_kernel_execution_syntax=True, insert_runtime_header=False)
+    assert (
+        "  hipLaunchKernelGGL(HIP_KERNEL_NAME(gemm<BM, 128,\n       8>), dim3(grid), dim3(block), 0, 0, a, b);\n"
+        in out
+    )
+
+
+def test_spaced_launch_chevrons_are_joined_for_clang() -> None:
+    # '<< <' / '>> >' (as editors format launches) compile with nvcc but not with clang
+    src = "void f() { k << <g, b >> > (p, n); }\n"
+    assert hip(src, insert_runtime_header=False) == "void f() { k <<<g, b >>> (p, n); }\n"
+    out = hip(src, hip_kernel_execution_syntax=True, insert_runtime_header=False)
+    assert out == "void f() { hipLaunchKernelGGL(k, dim3(g), dim3(b), 0, 0, p, n); }\n"
+    # a template operator<< and nested template closers are not launches
+    other = "template <class T> ostream& operator<< <T>(ostream&, const X<T>&);\nvector<vector<int>> > v;\n"
+    result = translate(other, HipifyOptions(lint=False, insert_runtime_header=False))
+    assert result.text == other and result.report.errors == []
+
+
+def test_cuda_header_guard_macros_become_hip_guards() -> None:
+    src = (
+        "#include <cuda_runtime.h>\n"
+        "#include <curand.h>\n"
+        "#ifdef __DRIVER_TYPES_H__\n"
+        "#define checkCudaErrors(val) check((val), #val)\n"
+        "#endif\n"
+        "#if defined(CURAND_H_) && defined(__CUDA_RUNTIME_H__) && defined(CUBLAS_API_H_)\n"
+        "#endif\n"
+    )
+    assert hip(src) == (
+        "#include <hip/hip_runtime.h>\n"
+        "#include <hiprand/hiprand.h>\n"
+        "#ifdef HIP_INCLUDE_HIP_DRIVER_TYPES_H\n"
+        "#define checkCudaErrors(val) check((val), #val)\n"
+        "#endif\n"
+        "#if defined(HIPRAND_H_) && defined(HIP_INCLUDE_HIP_HIP_RUNTIME_H) && defined(HIPBLAS_H)\n"
+        "#endif\n"
+    )
+
+
+def test_samples_helper_headers_stay_project_includes() -> None:
+    src = '#include <cuda_runtime.h>\n#include <helper_cuda.h>\n#include "helper_math.h"\n'
+    assert hip(src) == '#include <hip/hip_runtime.h>\n#include <helper_cuda.h>\n#include "helper_math.h"\n'
