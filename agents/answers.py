@@ -27,7 +27,7 @@ from hipbot.errors import HipbotError
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 MAX_APIS = 8
-EXTRACT_LIMITS = (1100, 700, 500, 400, 300)  # characters quoted from the 1st..5th passage
+EXTRACT_LIMITS = (1400, 900, 700, 500, 400)  # characters quoted from the 1st..5th passage
 FOCUS_WEIGHT = 1  # as much as one word of the question
 GENERATION_PASSAGES = 4  # x 600 characters: fits a 2048-token context with the answer
 
@@ -230,8 +230,10 @@ def _plain_subject(token: str, question: str) -> bool:
         return True
     if not _LOOKUP.search(question):
         return False
+    # "what replaces texture?" is about the API; "should I replace texture fetches?" is not
     subject = re.search(
-        rf"^\s*`?{re.escape(token)}\b|\b(?:of|for|is|does|replaces?)\s+`?{re.escape(token)}\b",
+        rf"(?:^\s*|\b(?:of|for|is|does|replaces?)\s+)`?{re.escape(token)}\b`?"
+        r"(?=\s*(?:[?.!,;:\uff1f]|$|\s(?:in|on|for|with|to|under|from|supported|available|deprecated|removed)\b))",
         question,
         re.IGNORECASE,
     )

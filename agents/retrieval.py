@@ -273,6 +273,27 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+# NVIDIA's words -> the words the HIP docs use for the same thing: users ask in CUDA terms.
+CUDA_TERMS = tuple(
+    (re.compile(pattern, re.IGNORECASE), words)
+    for pattern, words in (
+        (r"\btensor ?cores?\b|\bwmma\b|\bmma\b", "warp matrix functions"),
+        (r"\bSMs?\b|streaming multiprocessors?", "compute unit CU"),
+        (r"\bwarps?\b", "wavefront"),
+        (r"\bPTX\b", "inline assembly GCN ISA"),
+        (r"\bnvcc\b", "hipcc"),
+        (r"\bcuda-gdb\b", "rocgdb debugger"),
+        (r"\bnvprof\b|\bnsight\w*|\bncu\b", "profiling profiler"),
+        (r"\bcubin\b|\bfatbin\b|\bptx files?\b", "code object hsaco"),
+        (r"\bcompute capabilit(?:y|ies)\b", "architecture feature properties gfx"),
+        (r"\bzero[- ]copy\b", "mapped pinned host memory"),
+        (r"\bunified memory\b", "managed memory"),
+        (r"\btrace\b|\bverbose\b", "logging log level"),
+        (r"\bregister (?:usage|pressure|spill\w*|count)\b", "registers VGPR occupancy"),
+    )
+)
+
+
 # AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
 GPU_TARGETS = (
     (re.compile(r"\bMI(?:50|60)\b", re.IGNORECASE), "gfx906"),
@@ -292,14 +313,16 @@ WAVE_TOPIC = re.compile(
 
 
 def expand_query(question: str) -> str:
-    """The question plus English glossary terms for its non-English words, the gfx targets of the
-    GPUs it names and, when it is about warps, their wave size."""
+    """The question plus English glossary terms for its non-English words, the HIP docs' words for
+    its CUDA terms, the gfx targets of the GPUs it names and, when it is about warps, their wave
+    size."""
     glossary = (
         [english for term, english in GLOSSARY.items() if term in question] if has_cjk(question) else []
     )
     extra = [target for pattern, target in GPU_TARGETS if pattern.search(question)]
     if extra or WAVE64.search(question) or WAVE32.search(question):
         extra.insert(0, "AMD GPU")
+    extra += [words for pattern, words in CUDA_TERMS if pattern.search(question)]
     if WAVE_TOPIC.search(" ".join([question, *glossary])):
         if WAVE64.search(question):
             extra.append("wavefront warpSize 64")

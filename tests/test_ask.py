@@ -100,6 +100,18 @@ def test_near_miss_gets_a_did_you_mean(engine) -> None:
         ("Can I keep my inline PTX assembly when porting to HIP?", "HIP/docs/how-to/faq.md", "GCN assembly"),
         # GPU product names become gfx targets; wave size only joins questions about warps
         ("How do I build one binary for both MI100 and MI250?", "HIP/docs/how-to/faq.md", "--offload-arch"),
+        # NVIDIA's words meet the HIP docs' words
+        (
+            "Is there a WMMA / tensor core equivalent in HIP?",
+            "HIP/docs/reference/kernel_language.rst",
+            "Warp matrix",
+        ),
+        # "texture" is a table name, but this is a porting question, not a lookup
+        (
+            "Should I replace texture fetches with something else when porting?",
+            "HIP/docs/how-to/hip_porting_guide.md",
+            "__ldg",
+        ),
         # "CUDA" and "SM" are prose, not API names to search by
         (
             "How does HIP map CUDA's SM to AMD hardware?",
