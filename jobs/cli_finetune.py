@@ -42,20 +42,14 @@ def _estimate_for(spec: Any, n_gpus: int = 1, precision: str = "bf16") -> Any:
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 def validate(config: Path) -> None:
     """Check CONFIG (keys, values, combinations, vLLM servability, datasets)."""
-    from hipbot.jobs.datasets import dataset_attr, read_dataset_info
-    from hipbot.jobs.spec import load_spec
+    from hipbot.jobs.datasets import dataset_problems
+    from hipbot.jobs.spec import SpecError, load_spec
 
     spec = load_spec(config)
-    problems = []
-    if Path(spec.dataset_dir).is_dir():
-        try:
-            info = read_dataset_info(spec.dataset_dir)
-            for name in spec.dataset:
-                dataset_attr(name, info)
-        except HipbotError as exc:
-            problems.append(str(exc))
+    # datasets are checked where they are: a job whose data is attached later has no folder here
+    problems = dataset_problems(spec) if Path(spec.dataset_dir).is_dir() else []
     if problems:
-        raise HipbotError("; ".join(problems))
+        raise SpecError(problems, source=str(config))
     click.echo(
         f"ok: {spec.model_name_or_path}, LoRA r={spec.lora_rank} alpha={spec.alpha} on {','.join(spec.lora_target)}"
     )

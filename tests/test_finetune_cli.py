@@ -36,3 +36,24 @@ def test_local_queue_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     assert main(["finetune", "submit", str(tmp_path / "job.yaml")]) == 1
     assert "no coordinator configured" in capsys.readouterr().err
+
+
+def test_validate_reports_every_dataset_problem_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write_config_only_model(tmp_path / "tiny")
+    data = write_datasets(tmp_path / "data")
+    config = tmp_path / "job.yaml"
+    config.write_text(job_yaml(model, data, tmp_path / "out", dataset="alpaca_demo,sharegpt_demo"))
+    assert main(["finetune", "validate", str(config)]) == 0
+    assert "ok: " in capsys.readouterr().out
+
+    (data / "sharegpt_demo.jsonl").unlink()
+    config.write_text(
+        job_yaml(
+            model, data, tmp_path / "out", dataset="alpaca_demo,sharegpt_demo", eval_dataset="alpaca_dmo"
+        )
+    )
+    assert main(["finetune", "validate", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "has 2 problems" in err and "sharegpt_demo.jsonl does not exist" in err and "alpaca_dmo" in err
