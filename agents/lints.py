@@ -276,6 +276,7 @@ class _Linter:
         self.lines = LineIndex(source)
         self.found: list[Lint] = []
         self.seen: set[tuple[str, int]] = set()
+        self.mask_vars: set[str] = set()  # variables set to a full 32-bit lane mask
 
     def add(self, rule_id: str, tok: Token, message: str) -> None:
         line, col = self.lines.position(tok.start)
@@ -305,7 +306,10 @@ class _Linter:
                         self.add("AMD002", macro, f"macro {macro.text} defines the warp size as 32")
                 continue
             if kind == NUMBER:
-                if text.lower() in _FULL_32 or _int_value(text) not in (32, 31, 16, 5):
+                if text.lower() in _FULL_32:
+                    self._mask_variable(cand)
+                    continue
+                if _int_value(text) not in (32, 31, 16, 5):
                     continue
             elif kind != IDENT or not (text in _LINT_WORDS or text.startswith("__nvvm_")):
                 continue
@@ -360,9 +364,28 @@ class _Linter:
         if text in _MASK_RESULT_FUNCS and nxt == "(":
             self._mask_result(win, i, t)
 
+    def _mask_variable(self, t: Token) -> None:
+        """``int mask = 0xffffffff;``: remember the name, so that ``__any_sync(mask, p)`` is flagged."""
+        win = TokenWindow(self.source, self.source.rfind("\n", 0, t.start) + 1)
+        i = win.index_at(t.start)
+        name = win.get(i - 2) if i >= 2 else None
+        if (
+            name is not None
+            and name.kind == IDENT
+            and _text(win, i - 1) == "="
+            and _text(win, i + 1) in (";", ",")
+        ):
+            self.mask_vars.add(name.text)
+
     def _number(self, win: TokenWindow, i: int, t: Token) -> None:
         value = _int_value(t.text)
         prev, nxt = _text(win, i - 1), _text(win, i + 1)
+        name = win.get(i - 2) if i >= 2 else None
+        if value == 32 and prev == "=" and nxt in (";", ",") and name is not None and name.kind == IDENT:
+            lower = name.text.lower()
+            if "warp" in lower and any(w in lower for w in ("size", "width", "lanes", "sz")):
+                self.add("AMD002", name, f"{name.text} sets the warp size to 32")
+                return
         lane_op = (
             (
                 value == 32
@@ -399,6 +422,8 @@ class _Linter:
         arg = win.get(i + 2)
         if arg is not None and arg.text.lower() in _FULL_32:
             self.add("AMD004", arg, f"{t.text} given the 32-bit mask {arg.text}; wave64 needs 64 bits")
+        elif arg is not None and arg.text in self.mask_vars and _text(win, i + 3) == ",":
+            self.add("AMD004", arg, f"{t.text} given {arg.text}, set to a 32-bit mask; wave64 needs 64 bits")
 
     def _mask_result(self, win: TokenWindow, i: int, t: Token) -> None:
         # `unsigned m = __ballot_sync(...)` / `int m = __activemask()`: the 64-bit mask is truncated
@@ -448,7 +473,25 @@ _LINT_WORDS = frozenset(
 )
 _SCANNER = candidate_scanner(
     tuple(sorted(_LINT_WORDS | {"__nvvm_"})),
-    numbers=("32", "31", "16", "5", "0x20", "0x1f", "0x1F", "32u", "31u"),
+    numbers=(
+        "32",
+        "31",
+        "16",
+        "5",
+        "0x20",
+        "0x1f",
+        "0x1F",
+        "32u",
+        "31u",
+        "0xffffffff",
+        "0xFFFFFFFF",
+        "0xffffffffu",
+        "0xFFFFFFFFu",
+        "0xFFFFFFFFU",
+        "0xffffffffU",
+        "4294967295",
+        "4294967295u",
+    ),  # fmt: skip
 )
 
 

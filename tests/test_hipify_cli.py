@@ -153,3 +153,112 @@ def test_check_arch_runs_hipcc(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 1
     assert "hipcc check (gfx90a): FAILED" in err and "not_declared" in err
     assert "hipMalloc" in out
+
+
+# A small multi-file CUDA project of our own: a .cuh header with an error-check macro behind
+# CUDA's header guard, a template kernel launched over several lines, a spaced launch, streams,
+# events; cuRAND and cuSPARSE host calls in a file of their own (translated and checked as text
+# only: this machine's hipRAND/hipSPARSE packages lack the rocRAND/rocSPARSE headers they include).
+PROJECT_HEADER = """#pragma once
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+
+#ifdef __DRIVER_TYPES_H__
+#define CUDA_CHECK(call)                                                        \\
+  do {                                                                          \\
+    cudaError_t err_ = (call);                                                  \\
+    if (err_ != cudaSuccess) {                                                  \\
+      fprintf(stderr, "%s:%d %s\\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \\
+      exit(1);                                                                  \\
+    }                                                                           \\
+  } while (0)
+#endif
+
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) scale(T *x, T a, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+
+__global__ void fill(float *x, float v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = v;
+}
+"""
+
+PROJECT_LIBS = """#include <curand.h>
+#include <cusparse.h>
+
+void rng(float *d, int n, cudaStream_t stream) {
+  curandGenerator_t gen;
+  curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_DEFAULT);
+  curandSetPseudoRandomGeneratorSeed(gen, 1234ULL);
+  curandSetStream(gen, stream);
+  curandGenerateUniform(gen, d, n);
+  curandDestroyGenerator(gen);
+  cusparseHandle_t sparse;
+  if (cusparseCreate(&sparse) == CUSPARSE_STATUS_SUCCESS) cusparseDestroy(sparse);
+}
+"""
+
+PROJECT_MAIN = """#include "../include/kernels.cuh"
+
+int main() {
+  const int n = 1 << 12;
+  float *d = nullptr;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  fill << <(n + 255) / 256, 256, 0, stream >> > (d, 1.0f, n);
+  scale<float,
+        256>
+      <<<(n + 255) / 256, 256, 0, stream>>>(d, 2.0f, n);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  CUDA_CHECK(cudaFree(d));
+  printf("%f ms\\n", ms);
+  return 0;
+}
+"""
+
+
+@pytest.mark.hipcc
+def test_multi_file_project_translates_to_a_tree_that_hipcc_compiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import subprocess
+
+    project = tmp_path / "proj"
+    (project / "include").mkdir(parents=True)
+    (project / "src").mkdir()
+    (project / "include" / "kernels.cuh").write_text(PROJECT_HEADER)
+    (project / "src" / "main.cu").write_text(PROJECT_MAIN)
+    (project / "src" / "libs.cu").write_text(PROJECT_LIBS)
+    out_dir = tmp_path / "hip"
+    code, _, err = run(capsys, "hipify", str(project), "-o-dir", str(out_dir))
+    assert code == 0, err
+    header = (out_dir / "include" / "kernels.cuh").read_text()
+    main_hip = (out_dir / "src" / "main.hip").read_text()
+    assert "#ifdef HIP_INCLUDE_HIP_DRIVER_TYPES_H" in header and "hipGetErrorString(err_)" in header
+    assert "fill <<<(n + 255) / 256, 256, 0, stream >>> (d, 1.0f, n);" in main_hip
+    libs = (out_dir / "src" / "libs.hip").read_text()
+    assert "#include <hiprand/hiprand.h>" in libs and "hiprandGenerateUniform(gen, d, n)" in libs
+    assert "hipsparseCreate(&sparse) == HIPSPARSE_STATUS_SUCCESS" in libs
+    proc = subprocess.run(
+        ["hipcc", "--offload-arch=gfx90a", "-fsyntax-only", str(out_dir / "src" / "main.hip")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HIP_PLATFORM": "amd"},
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -88,3 +88,15 @@ def test_scanner_is_linear_when_no_candidate_follows() -> None:
     assert [t.text for t in tokens] == ["cudaFree"]
     # Linearity: the regex engine's work for the tail is bounded by counting matches attempted.
     assert sum(1 for _ in scanner.finditer(tail)) <= 3
+
+
+def test_warp_size_constants_and_mask_variables_from_real_code() -> None:
+    # a C++ constant standing in for warpSize (SGEMM-style) and a mask kept in a variable
+    assert ids("const int WARPSIZE = 32; // warpSize is not constexpr\n") == ["AMD002"]
+    assert ids("constexpr unsigned kWarpSize = 32;\n") == ["AMD002"]
+    src = "int mask = 0xffffffff;\nresult[tx] = __any_sync(mask, input[tx]);\n"
+    found = lint(src)
+    assert [(x.id, x.line) for x in found] == [("AMD004", 2)] and "mask" in found[0].message
+    # no false positives: other 32s, other variables set to all-ones, a 64-bit mask variable
+    assert ids("int block = 32;\nunsigned bits = 0xffffffff;\nout[0] = bits;\n") == []
+    assert ids("unsigned long long m = 0xffffffffffffffffULL;\nv = __shfl_sync(m, v, 0);\n") == []
