@@ -182,6 +182,10 @@ LIBRARY_HEADER_GUARDS = {
 
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
+_OWN_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_OWN_FUNCTION = re.compile(
+    r"\b(?:void|int|bool|float|double|char|auto|size_t|unsigned|long|inline|static)[ \t*&]+([A-Za-z_]\w*)[ \t]*\("
+)
 _SCOPE = re.compile(r"[ \t]*::")
 
 
@@ -422,12 +426,21 @@ class _Translator:
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()
         self.scanner = _scanner(_ident_prefixes(self.renames))
+        self._own: frozenset[str] | None = None
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
         self.special = frozenset(self.calls) | frozenset(self.overloads) | _blas_v2_only()
         # argument moves, applied after the scan: (span to replace, span whose translated text goes
         # there, or None to delete); a zero-width span appends ", text"
         self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
+
+    def _own_names(self) -> frozenset[str]:
+        """Macros and functions the file defines itself (``#define cudaCheck(err)``, ``void
+        cuda_check(...)``): CUDA-looking, but the project's, so never reported as unknown APIs."""
+        if self._own is None:
+            src = self.src
+            self._own = frozenset(_OWN_MACRO.findall(src)) | frozenset(_OWN_FUNCTION.findall(src))
+        return self._own
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -502,7 +515,7 @@ class _Translator:
                     self._cub_namespace(tok)
                 elif text == "half2" and self.opt.undocumented_features:
                     self._half2_declaration(tok, half2_vars)
-                elif _looks_cuda(text):
+                elif _looks_cuda(text) and text not in self._own_names():
                     self._unconverted(tok, text, "unknown", "", "not in the HIPIFY mapping tables")
                 continue
             tok = match_token(src, m)
@@ -961,8 +974,9 @@ def _prev_text(win: TokenWindow, i: int) -> str:
 def _looks_cuda(name: str) -> bool:
     """``cudaFoo``/``cublasFoo``/``CUDA_FOO``/``CU_FOO``/``cuFoo``: a CUDA API spelling, not ``cute``."""
     if name.startswith(("cuda", "cublas", "curand", "cudnn", "cufft", "cusparse", "cusolver")):
+        # camelCase like the APIs; snake_case (cuda_check, cublas_handle) is the project's own
         rest = name[4:] if name.startswith("cuda") else name.lstrip("abcdefghijklmnopqrstuvwxyz")
-        return bool(rest) and (rest[0].isupper() or rest[0] == "_")
+        return bool(rest) and rest[0].isupper()
     if name.startswith(("CUDA_", "CUBLAS_", "CURAND_", "CUDNN_", "CUFFT_", "CUSPARSE_", "CUSOLVER_", "CU_")):
         return name.isupper() or "_" in name[3:]
     return len(name) > 3 and name[:2] == "cu" and name[2].isupper() and name[3].islower()

@@ -309,3 +309,16 @@ def test_cuda_header_guard_macros_become_hip_guards() -> None:
 def test_samples_helper_headers_stay_project_includes() -> None:
     src = '#include <cuda_runtime.h>\n#include <helper_cuda.h>\n#include "helper_math.h"\n'
     assert hip(src) == '#include <hip/hip_runtime.h>\n#include <helper_cuda.h>\n#include "helper_math.h"\n'
+
+
+def test_project_own_cuda_looking_names_are_not_reported_unknown() -> None:
+    src = (
+        "#include <cuda_runtime.h>\n"
+        "void cuda_check(cudaError_t e, const char *f, int l) {}\n"
+        "#define cudaCheck(err) (cuda_check(err, __FILE__, __LINE__))\n"
+        "int cuda_num_SMs = 0;\n"
+        "void f() { cudaCheck(cudaDeviceSynchronize()); cudaMallocMagic(); }\n"
+    )
+    result = translate(src, HipifyOptions(lint=False))
+    assert "cudaCheck(hipDeviceSynchronize())" in result.text
+    assert [(u.name, u.reason) for u in result.report.unconverted] == [("cudaMallocMagic", "unknown")]
