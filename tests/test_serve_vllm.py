@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fixtures_finetune import job_yaml, write_datasets
+from fixtures_vllm import build_lora
 from hipbot.jobs.chat import stream_chat
 from hipbot.jobs.publish import publish
 from hipbot.jobs.queue import JobQueue
@@ -150,6 +151,21 @@ def test_server_refusals_become_clear_errors(
         assert missing.value.hint == "publish it: hipbot serve publish ghost"
         assert client.unload_adapter("ghost") is False
         assert "big" not in client.adapters()
+
+
+def test_a_rank_outside_the_max_lora_rank_choices_is_served(
+    vllm_server, smollm2_path: Path, tmp_path: Path
+) -> None:
+    """--max-lora-rank takes one of (1, 8, 16, 32 ...), adapters any rank up to it: the reason the job
+    spec accepts lora_rank 12 and refuses only ranks above the largest choice, 512."""
+    adapter = build_lora(smollm2_path, tmp_path / "r12", rank=12)
+    with VllmClient(vllm_server.url) as client:
+        client.load_adapter("rank12", str(adapter))
+        try:
+            reply = client.chat("rank12", [{"role": "user", "content": "hi"}], max_tokens=2)
+            assert reply.strip()
+        finally:
+            client.unload_adapter("rank12")
 
 
 def test_servers_add_asks_the_server_and_check_reports(vllm_server, capsys) -> None:
