@@ -171,6 +171,9 @@ HEADER_GUARDS = {
     "__CUDA_FP16_H__": "HIP_INCLUDE_HIP_HIP_FP16_H",
     "CU_COMPLEX_H_": "HIP_INCLUDE_HIP_HIP_COMPLEX_H",
 }
+# Calling-convention macros (``void CUDART_CB callback(void *)``): empty on Linux, ``__stdcall``
+# on Windows; HIP has none and needs none, so they are dropped.
+CALLING_CONVENTION_MACROS = {"CUDART_CB": ""}
 # Library headers' guards: only where the include becomes the hip* wrapper (not with --roc).
 LIBRARY_HEADER_GUARDS = {
     "CUBLAS_API_H_": "HIPBLAS_H",
@@ -343,7 +346,9 @@ def rename_table(roc: bool, miopen: bool, experimental: bool, use_hip_data_types
         for name, target in call_rewrites.MIOPEN_RENAMES.items():
             if name in out:
                 out[name] = replace(out[name], target=target, reason=None)
-    guards = HEADER_GUARDS if roc else {**HEADER_GUARDS, **LIBRARY_HEADER_GUARDS}
+    guards = {**HEADER_GUARDS, **CALLING_CONVENTION_MACROS}
+    if not roc:
+        guards.update(LIBRARY_HEADER_GUARDS)
     for name, target in guards.items():
         if name not in out:
             out[name] = Rename(
@@ -780,7 +785,13 @@ class _Translator:
             self.edit(hash_at, tok.end, "")
             return
         delim = ("<", ">") if angled else ('"', '"')
-        self.edit(tok.start + at, tok.end, delim[0] + new + delim[1])
+        text = delim[0] + new + delim[1]
+        if name.startswith("cooperative_groups") and "runtime" not in self.inserted:
+            # HIP's cooperative-groups headers need hip_runtime.h first (ROCm 5 fails on
+            # hipBlockDim_x otherwise); CUDA's nvcc pre-includes the runtime, so code omits it
+            self.inserted.add("runtime")
+            text = "<hip/hip_runtime.h>\n#include " + text
+        self.edit(tok.start + at, tok.end, text)
 
     def _exclude(self, hip: str, kind: str, api: str) -> bool:
         """hipify-clang's de-duplication: each main header once, a v2 header after its v1 dropped."""

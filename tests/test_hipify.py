@@ -322,3 +322,19 @@ def test_project_own_cuda_looking_names_are_not_reported_unknown() -> None:
     result = translate(src, HipifyOptions(lint=False))
     assert "cudaCheck(hipDeviceSynchronize())" in result.text
     assert [(u.name, u.reason) for u in result.report.unconverted] == [("cudaMallocMagic", "unknown")]
+
+
+def test_cooperative_groups_first_gets_the_runtime_header_before_it() -> None:
+    # nvcc pre-includes the runtime; HIP's cooperative-groups header needs hip_runtime.h first
+    src = "#include <cooperative_groups.h>\n#include <cuda_runtime.h>\n#include <vector>\n"
+    assert (
+        hip(src)
+        == "#include <hip/hip_runtime.h>\n#include <hip/hip_cooperative_groups.h>\n\n#include <vector>\n"
+    )
+    after = "#include <cuda_runtime.h>\n#include <cooperative_groups.h>\n"
+    assert hip(after) == "#include <hip/hip_runtime.h>\n#include <hip/hip_cooperative_groups.h>\n"
+
+
+def test_calling_convention_macro_is_dropped() -> None:
+    src = "#include <cuda_runtime.h>\nvoid CUDART_CB done(void *data) {}\ncudaHostFn_t fn = done;\n"
+    assert hip(src) == "#include <hip/hip_runtime.h>\nvoid  done(void *data) {}\nhipHostFn_t fn = done;\n"
