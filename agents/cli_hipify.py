@@ -4,6 +4,7 @@ and ``mappings``. Accepts hipify-clang's option spellings so existing scripts ke
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sys
@@ -199,6 +200,10 @@ def hipify(
     if output:
         raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")
 
+    if len(sources) > 1:
+        options = dataclasses.replace(
+            options, project_names=hipify_lib.project_names([s for s, _ in sources])
+        )
     failed = 0
     records = []
     for source, root in sources:

@@ -204,6 +204,8 @@ class HipifyOptions:
     use_hip_data_types: bool = False  # cudaDataType_t -> hipDataType even with --roc
     translate_strings: bool = True  # exact CUDA API names inside string literals (hipify-clang)
     insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
+    # macros/functions other files of the same project define (see ``project_names``): not "unknown"
+    project_names: frozenset[str] = frozenset()
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
     skip_excluded_blocks: bool = False  # #if branches known not taken: names only, no launch/call rewrite
@@ -444,7 +446,7 @@ class _Translator:
         cuda_check(...)``): CUDA-looking, but the project's, so never reported as unknown APIs."""
         if self._own is None:
             src = self.src
-            self._own = frozenset(_OWN_MACRO.findall(src)) | frozenset(_OWN_FUNCTION.findall(src))
+            self._own = own_names(src) | self.opt.project_names
         return self._own
 
     # -- edits -----------------------------------------------------------------------------
@@ -1092,6 +1094,24 @@ def output_path(source: Path, root: Path | None, out_dir: Path | None, inplace: 
         return source.with_name(name)
     rel = source.relative_to(root).parent if root is not None else Path()
     return out_dir / rel / name
+
+
+def own_names(source: str) -> frozenset[str]:
+    """Names a source defines itself: ``#define NAME`` and ``TYPE NAME(`` function heads."""
+    return frozenset(_OWN_MACRO.findall(source)) | frozenset(_OWN_FUNCTION.findall(source))
+
+
+def project_names(sources: list[Path]) -> frozenset[str]:
+    """``own_names`` over a whole tree, so that ``cudaCheck`` defined in ``common.h`` is not
+    reported as an unknown CUDA API in the ``.cu`` files that use it. Unreadable files are skipped
+    here (translating them reports why)."""
+    names: set[str] = set()
+    for path in sources:
+        try:
+            names |= own_names(path.read_bytes().decode("utf-8", errors="replace"))
+        except OSError:
+            continue
+    return frozenset(names)
 
 
 def collect_sources(paths: list[Path]) -> list[tuple[Path, Path | None]]:

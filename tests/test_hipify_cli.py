@@ -262,3 +262,22 @@ def test_multi_file_project_translates_to_a_tree_that_hipcc_compiles(
         env={**os.environ, "HIP_PLATFORM": "amd"},
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_tree_names_defined_in_a_sibling_header_are_not_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "common.h").write_text(
+        "#include <cuda_runtime.h>\n"
+        "void cuda_check(cudaError_t e, const char *f, int l) {}\n"
+        "#define cudaCheck(err) (cuda_check(err, __FILE__, __LINE__))\n"
+    )
+    (tmp_path / "k.cu").write_text(
+        '#include "common.h"\nint main() { cudaCheck(cudaFree(0)); cudaOddity(); }\n'
+    )
+    code, out, _ = run(capsys, "hipify", str(tmp_path), "--o-dir", str(tmp_path / "out"), "--json")
+    assert code == 0
+    files = {Path(r["file"]).name: r for r in json.loads(out)["files"]}
+    unknown = [u["name"] for u in files["k.cu"]["report"]["unconverted"]]
+    assert unknown == ["cudaOddity"]
+    assert "cudaCheck(hipFree(0))" in (tmp_path / "out" / "k.hip").read_text()
