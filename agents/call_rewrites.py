@@ -16,6 +16,14 @@ Argument numbers refer to the original call. Operations:
   between arguments staying where it is;
 * ``to_end``: move ``value`` arguments from k to the end of the call.
 The last two are hipify-clang's argument moves for MIOpen (cuDNN orders some arguments differently).
+
+``ALL_MODES`` holds rewrites of our own that real projects need to compile, in every mode:
+
+* ``append`` of arguments CUDA's C++ API gives a default and HIP's does not (a CUDA call that
+  leaves them out does not compile under HIP);
+* ``kernel_cast``: a kernel passed by name where HIP takes ``const void*`` (HIP has no template
+  overload for these) is wrapped in ``reinterpret_cast<const void*>(...)``; only names the file or
+  project declares ``__global__``, so a ``void *`` variable is left as written.
 """
 
 from __future__ import annotations
@@ -43,6 +51,16 @@ HIP: dict[str, list[Op]] = {
     "cuOccupancyMaxPotentialBlockSize": [(3, "remove", "")],
     "cuOccupancyMaxPotentialBlockSizeWithFlags": [(3, "remove", "")],
     "cusparseSpSM_solve": [(10, "add", "nullptr")],
+}
+
+ALL_MODES: dict[str, list[Op]] = {
+    "cudaMalloc3DArray": [(3, "append", "0")],
+    "cudaStreamWaitEvent": [(2, "append", "0")],
+    "cudaLaunchCooperativeKernel": [(4, "append", "0, 0"), (5, "append", "0")],
+    "cudaFuncSetAttribute": [(0, "kernel_cast", "")],
+    "cudaFuncGetAttributes": [(1, "kernel_cast", "")],
+    "cudaFuncSetCacheConfig": [(0, "kernel_cast", "")],
+    "cudaFuncSetSharedMemConfig": [(0, "kernel_cast", "")],
 }
 
 # Overloads chosen by the number of arguments ("hip" mode only, as in hipify-clang).
@@ -138,9 +156,9 @@ ROC_RENAMES = {
 
 def rules(roc: bool, miopen: bool) -> dict[str, list[Op]]:
     if roc and miopen:
-        return MIOPEN
+        return {**ALL_MODES, **MIOPEN}
     if roc:
-        return ROC
+        return {**ALL_MODES, **ROC}
     if miopen:
-        return {}
-    return HIP
+        return dict(ALL_MODES)
+    return {**ALL_MODES, **HIP}

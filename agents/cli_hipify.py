@@ -201,9 +201,8 @@ def hipify(
         raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")
 
     if len(sources) > 1:
-        options = dataclasses.replace(
-            options, project_names=hipify_lib.project_names([s for s, _ in sources])
-        )
+        names, kernels = hipify_lib.project_names([s for s, _ in sources])
+        options = dataclasses.replace(options, project_names=names, project_kernels=kernels)
     failed = 0
     records = []
     for source, root in sources:

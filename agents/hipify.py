@@ -185,6 +185,9 @@ LIBRARY_HEADER_GUARDS = {
 
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
+_KERNEL_NAME = re.compile(
+    r"\b__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*|[\w:]+\s+)*?(?!__launch_bounds__\b)(\w+)\s*\("
+)
 _OWN_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _OWN_FUNCTION = re.compile(
     r"\b(?:void|int|bool|float|double|char|auto|size_t|unsigned|long|inline|static)[ \t*&]+([A-Za-z_]\w*)[ \t]*\("
@@ -206,6 +209,7 @@ class HipifyOptions:
     insert_runtime_header: bool = True  # add hip/hip_runtime.h when no CUDA main header is included
     # macros/functions other files of the same project define (see ``project_names``): not "unknown"
     project_names: frozenset[str] = frozenset()
+    project_kernels: frozenset[str] = frozenset()  # __global__ functions of the other files
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
     skip_excluded_blocks: bool = False  # #if branches known not taken: names only, no launch/call rewrite
@@ -434,12 +438,19 @@ class _Translator:
         self.inserted: set[str] = set()
         self.scanner = _scanner(_ident_prefixes(self.renames))
         self._own: frozenset[str] | None = None
+        self._kernels: frozenset[str] | None = None
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
         self.special = frozenset(self.calls) | frozenset(self.overloads) | _blas_v2_only()
         # argument moves, applied after the scan: (span to replace, span whose translated text goes
         # there, or None to delete); a zero-width span appends ", text"
         self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
+
+    def _kernel_names(self) -> frozenset[str]:
+        """``__global__`` functions of this file and (``project_kernels``) of its project."""
+        if self._kernels is None:
+            self._kernels = kernel_names(self.src) | self.opt.project_kernels
+        return self._kernels
 
     def _own_names(self) -> frozenset[str]:
         """Macros and functions the file defines itself (``#define cudaCheck(err)``, ``void
@@ -663,6 +674,16 @@ class _Translator:
                     self.edit(close_at, close_at, ", " + value)
             elif op == "append" and k == n:
                 self.edit(close_at, close_at, ", " + value)
+            elif op == "kernel_cast" and k < n:
+                j = k  # `kernel<T, 256>`: the template arguments' commas split it; join them back
+                while j + 1 < n and self.src.count("<", first(k), last(j)) > self.src.count(
+                    ">", first(k), last(j)
+                ):
+                    j += 1
+                arg = self.src[first(k) : last(j)]
+                if arg.split("<")[0].strip() in self._kernel_names() and arg.count("<") == arg.count(">"):
+                    self.edit(first(k), first(k), "reinterpret_cast<const void*>(")
+                    self.edit(last(j), last(j), ")")
             elif op == "replace" and k < n:
                 self.edit(first(k), last(k), value)
             elif op == "remove" and k < n:
@@ -1101,17 +1122,26 @@ def own_names(source: str) -> frozenset[str]:
     return frozenset(_OWN_MACRO.findall(source)) | frozenset(_OWN_FUNCTION.findall(source))
 
 
-def project_names(sources: list[Path]) -> frozenset[str]:
-    """``own_names`` over a whole tree, so that ``cudaCheck`` defined in ``common.h`` is not
-    reported as an unknown CUDA API in the ``.cu`` files that use it. Unreadable files are skipped
+def kernel_names(source: str) -> frozenset[str]:
+    """Names declared ``__global__`` (``__launch_bounds__(...)`` and template heads allowed)."""
+    return frozenset(_KERNEL_NAME.findall(source))
+
+
+def project_names(sources: list[Path]) -> tuple[frozenset[str], frozenset[str]]:
+    """``own_names`` and ``kernel_names`` over a whole tree, so that ``cudaCheck`` defined in
+    ``common.h`` is not reported as an unknown CUDA API in the ``.cu`` files that use it, and a
+    kernel declared in a ``.cuh`` is known where it is passed by name. Unreadable files are skipped
     here (translating them reports why)."""
     names: set[str] = set()
+    kernels: set[str] = set()
     for path in sources:
         try:
-            names |= own_names(path.read_bytes().decode("utf-8", errors="replace"))
+            text = path.read_bytes().decode("utf-8", errors="replace")
         except OSError:
             continue
-    return frozenset(names)
+        names |= own_names(text)
+        kernels |= kernel_names(text)
+    return frozenset(names), frozenset(kernels)
 
 
 def collect_sources(paths: list[Path]) -> list[tuple[Path, Path | None]]:

@@ -338,3 +338,48 @@ def test_cooperative_groups_first_gets_the_runtime_header_before_it() -> None:
 def test_calling_convention_macro_is_dropped() -> None:
     src = "#include <cuda_runtime.h>\nvoid CUDART_CB done(void *data) {}\ncudaHostFn_t fn = done;\n"
     assert hip(src) == "#include <hip/hip_runtime.h>\nvoid  done(void *data) {}\nhipHostFn_t fn = done;\n"
+
+
+def test_cuda_default_arguments_hip_lacks_are_written_out() -> None:
+    src = (
+        "void f(cudaArray_t *a, cudaChannelFormatDesc *d, cudaExtent e, cudaStream_t s, cudaEvent_t ev) {\n"
+        "  cudaMalloc3DArray(a, d, e);\n"
+        "  cudaMalloc3DArray(a, d, e, cudaArraySurfaceLoadStore);\n"
+        "  cudaStreamWaitEvent(s, ev);\n"
+        "  cudaStreamWaitEvent(s, ev, 0);\n"
+        "  cudaLaunchCooperativeKernel((void *)k, 1, 64, args);\n"
+        "}\n"
+    )
+    out = hip(src, insert_runtime_header=False)
+    assert "  hipMalloc3DArray(a, d, e, 0);\n" in out
+    assert "  hipMalloc3DArray(a, d, e, hipArraySurfaceLoadStore);\n" in out
+    assert "  hipStreamWaitEvent(s, ev, 0);\n  hipStreamWaitEvent(s, ev, 0);\n" in out
+    assert "  hipLaunchCooperativeKernel((void *)k, 1, 64, args, 0, 0);\n" in out
+
+
+def test_kernels_passed_by_name_to_function_attribute_calls_are_cast() -> None:
+    src = (
+        "template <int BLOCK>\n"
+        "__global__ void __launch_bounds__(BLOCK) tiled(float *x) {}\n"
+        "__global__ void plain(float *x) {}\n"
+        "void f(void *func) {\n"
+        "  cudaFuncAttributes attr;\n"
+        "  cudaFuncSetAttribute(tiled<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 16);\n"
+        "  cudaFuncGetAttributes(&attr, plain);\n"
+        "  cudaFuncSetCacheConfig(func, cudaFuncCachePreferShared);\n"
+        "  cudaFuncSetCacheConfig(elsewhere, cudaFuncCachePreferShared);\n"
+        "}\n"
+    )
+    out = hip(src, insert_runtime_header=False)
+    assert (
+        "hipFuncSetAttribute(reinterpret_cast<const void*>(tiled<32>), "
+        "hipFuncAttributeMaxDynamicSharedMemorySize, 1 << 16);" in out
+    )
+    assert "hipFuncGetAttributes(&attr, reinterpret_cast<const void*>(plain));" in out
+    # a void* variable, and a name no file of the project declares __global__, stay as written
+    assert "hipFuncSetCacheConfig(func, hipFuncCachePreferShared);" in out
+    assert "hipFuncSetCacheConfig(elsewhere, hipFuncCachePreferShared);" in out
+    known = hip(src, insert_runtime_header=False, project_kernels=frozenset({"elsewhere"}))
+    assert (
+        "hipFuncSetCacheConfig(reinterpret_cast<const void*>(elsewhere), hipFuncCachePreferShared);" in known
+    )

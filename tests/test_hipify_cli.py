@@ -213,7 +213,9 @@ int main() {
   CUDA_CHECK(cudaStreamCreate(&stream));
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaFuncSetAttribute(scale<float, 256>, cudaFuncAttributeMaxDynamicSharedMemorySize, 0));
   CUDA_CHECK(cudaEventRecord(start, stream));
+  CUDA_CHECK(cudaStreamWaitEvent(stream, start));
   fill << <(n + 255) / 256, 256, 0, stream >> > (d, 1.0f, n);
   scale<float,
         256>
@@ -251,6 +253,7 @@ def test_multi_file_project_translates_to_a_tree_that_hipcc_compiles(
     main_hip = (out_dir / "src" / "main.hip").read_text()
     assert "#ifdef HIP_INCLUDE_HIP_DRIVER_TYPES_H" in header and "hipGetErrorString(err_)" in header
     assert "fill <<<(n + 255) / 256, 256, 0, stream >>> (d, 1.0f, n);" in main_hip
+    assert "hipFuncSetAttribute(reinterpret_cast<const void*>(scale<float, 256>)," in main_hip
     libs = (out_dir / "src" / "libs.hip").read_text()
     assert "#include <hiprand/hiprand.h>" in libs and "hiprandGenerateUniform(gen, d, n)" in libs
     assert "hipsparseCreate(&sparse) == HIPSPARSE_STATUS_SUCCESS" in libs
