@@ -188,10 +188,16 @@ _TEMPLATE_WORD = re.compile(r"\btemplate\b")
 _KERNEL_NAME = re.compile(
     r"\b__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*|[\w:]+\s+)*?(?!__launch_bounds__\b)(\w+)\s*\("
 )
-_OWN_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
-_OWN_FUNCTION = re.compile(
-    r"\b(?:void|int|bool|float|double|char|auto|size_t|unsigned|long|inline|static)[ \t*&]+([A-Za-z_]\w*)[ \t]*\("
+# How a file defines its own helpers: `#define NAME` and `TYPE NAME(` at the start of a line.
+_DEFINE = r"^[ \t]*#[ \t]*define[ \t]+"
+_FUNCTION = (
+    r"^[ \t]*(?:(?:static|inline|extern|__host__|__device__|const)[ \t]+)*"
+    r"(?:void|int|bool|float|double|char|auto|size_t|unsigned|long|cudaError_t)[ \t*&]+"
 )
+_DEFINE_HEAD = re.compile(_DEFINE + "$")
+_FUNCTION_HEAD = re.compile(_FUNCTION + "$")
+_OWN_MACRO = re.compile(_DEFINE + r"([A-Za-z_]\w*)", re.MULTILINE)
+_OWN_FUNCTION = re.compile(_FUNCTION + r"([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
 _SCOPE = re.compile(r"[ \t]*::")
 
 
@@ -437,7 +443,7 @@ class _Translator:
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()
         self.scanner = _scanner(_ident_prefixes(self.renames))
-        self._own: frozenset[str] | None = None
+        self._own: dict[str, bool] = {}
         self._kernels: frozenset[str] | None = None
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
@@ -452,13 +458,15 @@ class _Translator:
             self._kernels = kernel_names(self.src) | self.opt.project_kernels
         return self._kernels
 
-    def _own_names(self) -> frozenset[str]:
-        """Macros and functions the file defines itself (``#define cudaCheck(err)``, ``void
-        cuda_check(...)``): CUDA-looking, but the project's, so never reported as unknown APIs."""
-        if self._own is None:
-            src = self.src
-            self._own = own_names(src) | self.opt.project_names
-        return self._own
+    def _is_own(self, name: str) -> bool:
+        """Whether the file (or, via ``project_names``, its project) defines ``name`` itself
+        (``#define cudaCheck(err)``, ``void cuda_check(...)``): CUDA-looking, but the project's, so
+        never reported as an unknown API. Looks only at the name's own occurrences (cached)."""
+        known = self._own.get(name)
+        if known is None:
+            known = name in self.opt.project_names or _defines(self.src, name)
+            self._own[name] = known
+        return known
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -533,7 +541,7 @@ class _Translator:
                     self._cub_namespace(tok)
                 elif text == "half2" and self.opt.undocumented_features:
                     self._half2_declaration(tok, half2_vars)
-                elif _looks_cuda(text) and text not in self._own_names():
+                elif _looks_cuda(text) and not self._is_own(text):
                     self._unconverted(tok, text, "unknown", "", "not in the HIPIFY mapping tables")
                 continue
             tok = match_token(src, m)
@@ -987,13 +995,31 @@ def _macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:
 
 
 def _statement_line_start(src: str, pos: int) -> int:
-    """Start of the line where the statement holding the ``<<<`` at ``pos`` begins: a kernel name
-    with template arguments may sit lines above its ``<<<`` (bounded look-back, so still linear)."""
+    """Where the statement holding the ``<<<`` at ``pos`` begins (just after the last ``;``, ``{``
+    or ``}``): a kernel name with template arguments may sit lines above its ``<<<``. The look-back
+    is bounded, so the scan stays linear."""
     floor = max(0, pos - 4096)
     cut = max(src.rfind(";", floor, pos), src.rfind("{", floor, pos), src.rfind("}", floor, pos))
-    if cut < 0:
-        cut = floor if floor else 0
-    return src.rfind("\n", 0, min(cut, pos)) + 1 if cut else 0
+    if cut >= 0:
+        return cut + 1
+    return src.rfind("\n", 0, floor) + 1 if floor else 0
+
+
+def _defines(src: str, name: str) -> bool:
+    """``#define NAME`` or a ``TYPE NAME(`` function head somewhere in ``src``."""
+    at = src.find(name)
+    while at != -1:
+        end = at + len(name)
+        if (at == 0 or not (src[at - 1].isalnum() or src[at - 1] == "_")) and not (
+            end < len(src) and (src[end].isalnum() or src[end] == "_")
+        ):
+            head = src[src.rfind("\n", 0, at) + 1 : at]
+            if _DEFINE_HEAD.search(head) or (
+                _FUNCTION_HEAD.search(head) and src[end : end + 64].lstrip().startswith("(")
+            ):
+                return True
+        at = src.find(name, end)
+    return False
 
 
 def _prev_text(win: TokenWindow, i: int) -> str:
