@@ -365,17 +365,12 @@ class _Linter:
             self._mask_result(win, i, t)
 
     def _mask_variable(self, t: Token) -> None:
-        """``int mask = 0xffffffff;``: remember the name, so that ``__any_sync(mask, p)`` is flagged."""
-        win = TokenWindow(self.source, self.source.rfind("\n", 0, t.start) + 1)
-        i = win.index_at(t.start)
-        name = win.get(i - 2) if i >= 2 else None
-        if (
-            name is not None
-            and name.kind == IDENT
-            and _text(win, i - 1) == "="
-            and _text(win, i + 1) in (";", ",")
-        ):
-            self.mask_vars.add(name.text)
+        """``int mask = 0xffffffff;``: remember the name, so that ``__any_sync(mask, p)`` is flagged.
+        Reads only the text around the number (no tokenizing: masks are common in kernels)."""
+        src = self.source
+        m = _ASSIGNED.search(src, src.rfind("\n", 0, t.start) + 1, t.start)
+        if m is not None and src[t.end : t.end + 8].lstrip()[:1] in (";", ","):
+            self.mask_vars.add(m.group(1))
 
     def _number(self, win: TokenWindow, i: int, t: Token) -> None:
         value = _int_value(t.text)
@@ -471,6 +466,7 @@ _LINT_WORDS = frozenset(
     | _TEXTURE_REFERENCE
     | _CG_MISSING
 )
+_ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)[ \t]*=[ \t]*$")
 _SCANNER = candidate_scanner(
     tuple(sorted(_LINT_WORDS | {"__nvvm_"})),
     numbers=(
