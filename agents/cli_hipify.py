@@ -15,6 +15,8 @@ from hipbot.agents import hipify as hipify_lib
 
 from hipbot.errors import HipbotError
 
+UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
 
 class _HipifyCommand(click.Command):
     """hipify-clang puts clang's own arguments after ``--``; keep them out of the input list,
@@ -95,8 +97,12 @@ def _flag(*names: str, help: str) -> click.Option:
     help="Accepted for hipify-clang compatibility (ignored).",
 )
 @click.option(
-    "-I", "-D", "ignored_values2", multiple=True, help="Accepted for hipify-clang compatibility (ignored)."
+    "-I",
+    "include_dirs",
+    multiple=True,
+    help="Include directory, used by --check (as after '--' in hipify-clang).",
 )
+@click.option("-D", "defines", multiple=True, help="Macro definition NAME[=VALUE], used by --check.")
 @_flag("--print-stats", help="Print translation statistics (to stderr).")
 @_flag("--print-stats-csv", help="Write statistics as CSV beside each output (stderr for stdin/stdout).")
 @_flag("--examine", help="Translate without writing anything and print statistics.")
@@ -131,6 +137,8 @@ def hipify(
     default_preprocessor: bool,
     check_arch: str | None,
     check_timeout: float,
+    include_dirs: tuple[str, ...],
+    defines: tuple[str, ...],
     **_accepted: object,
 ) -> None:
     """Translate CUDA source to HIP, like hipify-clang, with AMD porting lints.
@@ -143,7 +151,13 @@ def hipify(
       hipbot hipify kernel.cu > kernel.hip
       hipbot hipify --hip-kernel-execution-syntax --roc src/ --o-dir hip_src/
       cat k.cu | hipbot hipify - --check gfx90a
+      hipbot hipify src/ -o-dir hip/ --check gfx90a -- -I include -DUSE_FP16
+
+    --check compiles each translation where it was written (its folder and the -I folders are
+    searched for the project's headers, translated ones under -o-dir).
     """
+    ctx = click.get_current_context()
+    check_args = compile_check_args(include_dirs, defines, ctx.meta.get("clang_args", []))
     unknown = [a for a in inputs if a.startswith("-") and a != "-"]
     paths = [a for a in inputs if not (a.startswith("-") and a != "-")]
     for opt in unknown:
@@ -175,7 +189,16 @@ def hipify(
         text = hipify_lib.check_text(data, "<stdin>")
         result = hipify_lib.translate(text, options, "<stdin>")
         failed = _emit_single(
-            result, output, as_json, examine, print_stats, print_stats_csv, check_arch, check_timeout, None
+            result,
+            output,
+            as_json,
+            examine,
+            print_stats,
+            print_stats_csv,
+            check_arch,
+            check_timeout,
+            None,
+            check_args,
         )
         _finish(failed)
         return
@@ -193,7 +216,16 @@ def hipify(
         text = hipify_lib.check_text(data, str(path))
         result = hipify_lib.translate(text, options, str(path))
         failed = _emit_single(
-            result, output, as_json, examine, print_stats, print_stats_csv, check_arch, check_timeout, path
+            result,
+            output,
+            as_json,
+            examine,
+            print_stats,
+            print_stats_csv,
+            check_arch,
+            check_timeout,
+            path,
+            check_args,
         )
         _finish(failed)
         return
@@ -205,6 +237,7 @@ def hipify(
         options = dataclasses.replace(options, project_names=names, project_kernels=kernels)
     failed = 0
     records = []
+    to_check = []
     for source, root in sources:
         outcome = hipify_lib.translate_path(
             source, options, root=root, out_dir=out_dir, inplace=inplace, write=not examine
@@ -223,16 +256,37 @@ def hipify(
             if print_stats_csv and not examine:
                 _write_csv(outcome.result.report, Path(str(outcome.output or source) + ".csv"))
             if check_arch and outcome.result.ok:
-                check = _run_check(outcome.result.text, check_arch, check_timeout, as_json)
-                record["check"] = check.to_dict()
-                failed += not check.ok
+                to_check.append((source, outcome, record))
         if outcome.output and not as_json and not examine:
             click.echo(f"{source} -> {outcome.output}", err=True)
         records.append(record)
+    # compiled once the whole tree is written, so that each finds the translated headers it includes;
+    # headers are compiled through the translation units that include them (alone when there are none)
+    units = [c for c in to_check if c[0].suffix in UNIT_SUFFIXES] or to_check
+    if out_dir is not None:  # -I folders inside an input tree mean their translations
+        roots = {root for _, root in sources if root is not None}
+        check_args = ([_translated_dir(d, roots, out_dir) for d in check_args[0]], check_args[1])
+    for source, outcome, record in units:
+        where = (outcome.output or source).parent
+        check = _run_check(outcome.result.text, check_arch, check_timeout, as_json, check_args, where)
+        record["check"] = check.to_dict()
+        failed += not check.ok
     if as_json:
         click.echo(json.dumps({"files": records}, indent=2))
     if failed:
         raise HipbotError(f"{failed} of {len(sources)} file(s) failed (see the messages above)")
+
+
+def _translated_dir(folder: str, roots: set[Path], out_dir: Path) -> str:
+    """``src/Common`` given with ``-I`` while ``src/`` is translated to ``out/``: ``out/Common``."""
+    path = Path(folder).resolve()
+    for root in roots:
+        try:
+            rel = path.relative_to(root.resolve())
+        except ValueError:
+            continue
+        return str(out_dir / rel)
+    return folder
 
 
 def _finish(failed: bool) -> None:
@@ -251,6 +305,7 @@ def _emit_single(
     check_arch: str | None,
     check_timeout: float,
     source: Path | None,
+    check_args: tuple[list[str], list[str]],
 ) -> bool:
     """Write one translation to stdout or -o; returns True when something failed."""
     failed = False
@@ -274,7 +329,8 @@ def _emit_single(
         else:
             _write_csv(result.report, target if target.suffix == ".csv" else Path(str(target) + ".csv"))
     if check_arch:
-        check = _run_check(result.text, check_arch, check_timeout, as_json)
+        where = (output or source).parent if (output or source) else None
+        check = _run_check(result.text, check_arch, check_timeout, as_json, check_args, where)
         record["check"] = check.to_dict()
         failed = not check.ok
     if as_json:
@@ -331,10 +387,32 @@ def _write_csv(report: hipify_lib.HipifyReport, path: Path) -> None:
     path.write_text(_csv_text(report), encoding="utf-8")
 
 
-def _run_check(text: str, arch: str, timeout: float, quiet: bool):
+def compile_check_args(
+    include_dirs: tuple[str, ...], defines: tuple[str, ...], clang_args: list[str]
+) -> tuple[list[str], list[str]]:
+    """(include folders, other hipcc arguments) for --check from -I/-D and what follows ``--``."""
     from hipbot.agents import compile_check
 
-    check = compile_check.check(text, arch, timeout)
+    passed = compile_check.compiler_args(clang_args)
+    clang_includes = [a[2:] for a in passed if a.startswith("-I")]
+    extra = [f"-D{d}" for d in defines] + [a for a in passed if not a.startswith("-I")]
+    return [*include_dirs, *clang_includes], extra
+
+
+def _run_check(
+    text: str,
+    arch: str,
+    timeout: float,
+    quiet: bool,
+    check_args: tuple[list[str], list[str]] = ([], []),
+    where: Path | None = None,
+):
+    from hipbot.agents import compile_check
+
+    include_dirs, extra = check_args
+    if where is not None:
+        include_dirs = [str(where), *include_dirs]
+    check = compile_check.check(text, arch, timeout, include_dirs, extra)
     if not quiet:
         click.echo(check.summary(), err=True)
         for diag in check.diagnostics:

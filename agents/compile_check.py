@@ -15,6 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from hipbot.agents.cpp_tokens import DIRECTIVE, INCLUDE, LineIndex, include_target, tokenize
@@ -77,6 +78,35 @@ class CheckResult:
         return f"hipcc check ({self.arch}): {state}, {n_err} error(s), {n_warn} warning(s) in {self.seconds:.1f}s"
 
 
+_PASSED_ON = ("-I", "-D", "-U", "-std=", "-isystem", "-include", "-iquote")
+
+
+def compiler_args(clang_args: Sequence[str]) -> list[str]:
+    """The hipcc-worthy part of hipify-clang's trailing clang arguments (``-- -I inc -DFOO``):
+    include paths, macros and the language standard; CUDA-only ones (``--cuda-path``, ``-x cuda``)
+    are dropped. A flag given apart from its value (``-I inc``) is joined to it, folders made
+    absolute (hipcc runs in a temporary folder)."""
+    out: list[str] = []
+    it = iter(clang_args)
+    for arg in it:
+        if arg in ("-I", "-D", "-U", "-isystem", "-include", "-iquote"):
+            value = next(it, None)
+            if value is None:
+                break
+            if arg in ("-I", "-isystem", "-iquote"):
+                out.append(arg + os.path.abspath(value))
+            elif arg == "-include":
+                out += [arg, value]
+            else:
+                out.append(arg + value)
+        elif arg.startswith(("-I", "-isystem", "-iquote")) and not arg.startswith("-include"):
+            flag = "-I" if arg.startswith("-I") else ("-isystem" if arg.startswith("-isystem") else "-iquote")
+            out.append(flag + os.path.abspath(arg[len(flag) :]))
+        elif arg.startswith(_PASSED_ON):
+            out.append(arg)
+    return out
+
+
 def find_hipcc() -> str | None:
     return os.environ.get("HIPBOT_HIPCC") or shutil.which("hipcc")
 
@@ -107,15 +137,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def check(hip_source: str, arch: str = "gfx90a", timeout: float = 60) -> CheckResult:
-    """``hipcc -fsyntax-only --offload-arch=ARCH`` on the text; never raises for bad input."""
+def check(
+    hip_source: str,
+    arch: str = "gfx90a",
+    timeout: float = 60,
+    include_dirs: Sequence[str] = (),
+    extra_args: Sequence[str] = (),
+) -> CheckResult:
+    """``hipcc -fsyntax-only --offload-arch=ARCH`` on the text; never raises for bad input.
+
+    ``include_dirs``/``extra_args`` (``-D``, ``-U``, ``-std=``...) are for the local CLI checking a
+    project's own files: the project's headers are then found, and includes are not screened
+    (the screening is for text pasted into a chat, which gets neither)."""
     if not ARCH_RE.match(arch):
         return CheckResult(
             False, arch, error=f"not an AMD GPU target: {arch!r} (expected e.g. gfx90a, gfx942, gfx1100)"
         )
     if len(hip_source.encode("utf-8", "replace")) > MAX_SOURCE_BYTES:
         return CheckResult(False, arch, error="source too large to compile-check (limit 2 MiB)")
-    problems = unsafe_includes(hip_source)
+    problems = [] if include_dirs or extra_args else unsafe_includes(hip_source)
     if problems:
         return CheckResult(False, arch, error="refused: " + "; ".join(problems))
     hipcc = find_hipcc()
@@ -126,7 +166,17 @@ def check(hip_source: str, arch: str = "gfx90a", timeout: float = 60) -> CheckRe
         path = os.path.join(tmp, SOURCE_NAME)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(hip_source)
-        cmd = [hipcc, f"--offload-arch={arch}", "-fsyntax-only", "-x", "hip", SOURCE_NAME]
+        includes = [f"-I{os.path.abspath(d)}" for d in include_dirs]
+        cmd = [
+            hipcc,
+            f"--offload-arch={arch}",
+            "-fsyntax-only",
+            *includes,
+            *extra_args,
+            "-x",
+            "hip",
+            SOURCE_NAME,
+        ]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": tmp,

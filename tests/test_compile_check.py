@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from hipbot.agents.compile_check import check, unsafe_includes
+from hipbot.agents.compile_check import check, compiler_args, unsafe_includes
 from hipbot.agents.hipify import HipifyOptions, translate
 
 CUDA_SAXPY = """#include <cuda_runtime.h>
@@ -102,3 +104,18 @@ def test_time_limit_kills_the_compiler() -> None:
     result = check(src, "gfx90a", timeout=0.5)
     assert not result.ok
     assert "longer than" in (result.error or "")
+
+
+def test_clang_arguments_after_the_separator_keep_only_what_hipcc_needs(tmp_path: Path) -> None:
+    inc = tmp_path / "include"
+    args = ["--cuda-path=/usr/local/cuda", "-x", "cuda", "-I", str(inc), "-Isrc", "-D", "USE_FP16", "-DN=4"]
+    args += ["-std=c++17", "-include", "pre.h", "--cuda-gpu-arch=sm_80"]
+    assert compiler_args(args) == [
+        f"-I{inc}",
+        f"-I{(Path.cwd() / 'src')}",
+        "-DUSE_FP16",
+        "-DN=4",
+        "-std=c++17",
+        "-include",
+        "pre.h",
+    ]
