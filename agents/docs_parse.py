@@ -146,8 +146,30 @@ _ADORNMENT = re.compile(r"^([=\-~^*#\"'`:.+_<>])\1{2,}\s*$")
 _SKIP_DIRECTIVES = ("meta", "toctree", "contents", "index", "raw", "only", "image", "figure")
 
 
+_SUBSTITUTION = re.compile(r"^\s*\.\.\s+\|([^|]+)\|\s+([\w:-]+)::(.*)$")
+_RST_COMMENT = re.compile(r"^(\s*)\.\.(?:\s+(?![_|\[])(?!.*::).*)?$")
+
+
+def _substitutions(lines: list[str]) -> dict[str, str]:
+    """``.. |name| raw:: html`` (a layout trick) reads as a space, ``.. |name| replace:: ...`` as
+    its name: what a reader of the rendered page sees in its place."""
+    found = {}
+    for line in lines:
+        match = _SUBSTITUTION.match(line)
+        if match:
+            found[f"|{match.group(1)}|"] = " " if match.group(2) == "raw" else match.group(1)
+    return found
+
+
 def _rst_sections(text: str) -> list[tuple[list[str], list[str]]]:
     lines = text.split("\n")
+    substitutions = _substitutions(lines)
+    if substitutions:
+        pattern = re.compile("|".join(re.escape(name) for name in substitutions))
+        lines = [
+            line if _SUBSTITUTION.match(line) else pattern.sub(lambda m: substitutions[m.group(0)], line)
+            for line in lines
+        ]
     styles: list[tuple[str, bool]] = []
     sections: list[tuple[list[str], list[str]]] = [([], [])]
     stack: list[tuple[int, str]] = []
@@ -172,6 +194,11 @@ def _rst_sections(text: str) -> list[tuple[list[str], list[str]]]:
             sections.append(([h for _, h in stack], []))
             i += consumed
             continue
+        if _SUBSTITUTION.match(line) or _RST_COMMENT.match(line):
+            # substitution definitions and comments, with their indented bodies, are not text
+            skip_indent = _indent(line)
+            i += 1
+            continue
         directive = re.match(r"^(\s*)\.\.\s+([\w:-]+)::\s*(.*)$", line)
         if directive:
             name = directive.group(2).split(":")[-1]
@@ -183,8 +210,8 @@ def _rst_sections(text: str) -> list[tuple[list[str], list[str]]]:
                 sections[-1][1].append(directive.group(1) + directive.group(3))  # list-table captions
             i += 1
             continue
-        if re.match(r"^\s*\.\.\s+_[^:]+:\s*$", line) or re.match(r"^\s*\.\.\s*$", line):
-            i += 1  # link targets and bare comments
+        if re.match(r"^\s*\.\.\s+_[^:]+:\s*$", line):
+            i += 1  # link targets
             continue
         if re.match(r"^\s+:[a-z][\w-]*:(\s.*)?$", line):
             i += 1  # directive options (:header-rows:, :widths:, ...)

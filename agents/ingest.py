@@ -27,7 +27,7 @@ from hipbot.config import Settings, load_settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
 
-PARSER_VERSION = "5"  # bump when docs_parse changes what chunks a file yields
+PARSER_VERSION = "6"  # bump when docs_parse changes what chunks a file yields
 
 
 @dataclass

@@ -227,3 +227,23 @@ def test_segments_are_the_prose_sentences_of_a_passage_without_its_code() -> Non
         "* PTX assembly (CUDA 4.0). HIP-Clang supports inline GCN assembly.",
         "* Dynamic parallelism (CUDA 5.0)",
     ]
+
+
+def test_rst_comments_and_substitution_definitions_are_not_text() -> None:
+    rst = """Title
+=====
+
+.. <!-- spellcheck-disable -->
+
+.. # COMMENT: a break for the table below.
+.. |break| raw:: html
+
+    <br />
+
+.. |patch| replace::
+  :download:`patch <./p.zip>`
+
+Set AMD_LOG_LEVEL |break| to 3 and apply the |patch|.
+"""
+    (chunk,) = parse_text(rst, "HIP/docs/x.rst")
+    assert chunk.text == "Set AMD_LOG_LEVEL   to 3 and apply the patch."
