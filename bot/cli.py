@@ -164,7 +164,7 @@ def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
         return False
     from hipbot.agents import ingest
 
-    echo(f"first start: reading the HIP docs from {settings.docs} into {settings.database} (about a minute)")
+    echo(f"first start: reading the HIP docs from {settings.docs} into {settings.database} (a minute or two)")
     summary = ingest.ingest(settings, progress=True)
     echo(str(summary))
     return True

@@ -1,7 +1,7 @@
 """A database with the real HIP docs corpus ingested, shared by the docs/ask test modules.
 
 Registered in conftest.py (pytest_plugins): one session fixture, so the corpus is ingested
-(about a minute on 2 cores) once per test run into the session's temp folder.
+(a minute or two on 2 cores) once per test run into the session's temp folder.
 """
 
 from __future__ import annotations
