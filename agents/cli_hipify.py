@@ -234,7 +234,14 @@ def hipify(
 
     if len(sources) > 1:
         names, kernels = hipify_lib.project_names([s for s, _ in sources])
-        options = dataclasses.replace(options, project_names=names, project_kernels=kernels)
+        renamed = (
+            frozenset(str(s.resolve()) for s, _ in sources if s.suffix == ".cu")
+            if not inplace
+            else frozenset()
+        )
+        options = dataclasses.replace(
+            options, project_names=names, project_kernels=kernels, renamed_sources=renamed
+        )
     failed = 0
     records = []
     to_check = []

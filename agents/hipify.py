@@ -216,6 +216,7 @@ class HipifyOptions:
     # macros/functions other files of the same project define (see ``project_names``): not "unknown"
     project_names: frozenset[str] = frozenset()
     project_kernels: frozenset[str] = frozenset()  # __global__ functions of the other files
+    renamed_sources: frozenset[str] = frozenset()  # .cu files of the tree written as .hip (paths)
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
     skip_excluded_blocks: bool = False  # #if branches known not taken: names only, no launch/call rewrite
@@ -451,6 +452,11 @@ class _Translator:
         # argument moves, applied after the scan: (span to replace, span whose translated text goes
         # there, or None to delete); a zero-width span appends ", text"
         self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
+
+    def _renamed(self, name: str) -> bool:
+        """Whether the ``.cu`` file an include names is one of the sources written as ``.hip``."""
+        target = "/" + name.lstrip("./")
+        return any(src.endswith(target) for src in self.opt.renamed_sources)
 
     def _kernel_names(self) -> frozenset[str]:
         """``__global__`` functions of this file and (``project_kernels``) of its project."""
@@ -806,6 +812,9 @@ class _Translator:
         if entry is None:
             if name == "hip/hip_runtime.h":
                 self.inserted.add("runtime")  # already HIP: do not add a second one
+            elif name.endswith(".cu") and self.opt.renamed_sources and self._renamed(name):
+                # `#include "kernels.cu"` of a file translated with the tree to kernels.hip
+                self.edit(tok.start + at + 1, tok.start + at + 1 + len(name), name[:-3] + ".hip")
             return
         hip, roc, kind, api = entry
         to_roc = (self.opt.roc and api in _HEADER_API_ROC) or (self.opt.miopen and api == "dnn")

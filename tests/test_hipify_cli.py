@@ -279,3 +279,21 @@ def test_tree_names_defined_in_a_sibling_header_are_not_unknown(
     unknown = [u["name"] for u in files["k.cu"]["report"]["unconverted"]]
     assert unknown == ["cudaOddity"]
     assert "cudaCheck(hipFree(0))" in (tmp_path / "out" / "k.hip").read_text()
+
+
+def test_tree_includes_of_translated_cu_files_follow_the_rename(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "src"
+    (src / "detail").mkdir(parents=True)
+    (src / "detail" / "kernel.cu").write_text("__global__ void k(float *x) { x[0] = 1; }\n")
+    main_cu = '#include "detail/kernel.cu"\n#include "other/absent.cu"\nint main() { k<<<1, 1>>>(0); }\n'
+    (src / "main.cu").write_text(main_cu)
+    code, _, err = run(capsys, "hipify", str(src), "-o-dir", str(tmp_path / "out"))
+    assert code == 0, err
+    text = (tmp_path / "out" / "main.hip").read_text()
+    assert '#include "detail/kernel.hip"\n#include "other/absent.cu"\n' in text
+    assert (tmp_path / "out" / "detail" / "kernel.hip").exists()
+    # one file alone: the included .cu is not translated with it, so the include stays
+    code, out, _ = run(capsys, "hipify", str(src / "main.cu"))
+    assert code == 0 and '#include "detail/kernel.cu"' in out
