@@ -174,6 +174,16 @@ HEADER_GUARDS = {
 # Calling-convention macros (``void CUDART_CB callback(void *)``): empty on Linux, ``__stdcall``
 # on Windows; HIP has none and needs none, so they are dropped.
 CALLING_CONVENTION_MACROS = {"CUDART_CB": ""}
+# Warp functions HIP's kernel-language reference lists under the same names (64-bit masks) though
+# the mapping tables still mark them unsupported: kept as written, with when ROCm has them.
+WARP_SYNC_BUILTINS = frozenset(
+    {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__all_sync", "__any_sync",
+     "__ballot_sync", "__match_any_sync", "__match_all_sync"}
+)  # fmt: skip
+WARP_SYNC_DETAIL = (
+    "kept as written: HIP has it from ROCm 6.2 (define HIP_ENABLE_WARP_SYNC_BUILTINS; always on from 6.3) "
+    "with a 64-bit lane mask; older ROCm has only the mask-less __shfl_down/__any/__ballot forms"
+)
 # Library headers' guards: only where the include becomes the hip* wrapper (not with --roc).
 LIBRARY_HEADER_GUARDS = {
     "CUBLAS_API_H_": "HIPBLAS_H",
@@ -642,6 +652,8 @@ class _Translator:
                 return  # a math function name (norm, max ...): likely the user's own, not CUDA's
             if r.reason == "experimental":
                 detail = "experimental in HIP; translate it with --experimental"
+            elif tok.text in WARP_SYNC_BUILTINS:
+                detail = WARP_SYNC_DETAIL
             else:
                 where = "ROC" if self.opt.roc and r.library in ROC_LIBRARIES else "HIP"
                 if self.opt.miopen and r.library in MIOPEN_LIBRARIES:

@@ -193,8 +193,6 @@ _NVIDIA_ONLY = frozenset(
         "__reduce_and_sync",
         "__reduce_or_sync",
         "__reduce_xor_sync",
-        "__match_any_sync",
-        "__match_all_sync",
         "__trap",
         "__brkpt",
         "__dp4a",

@@ -383,3 +383,16 @@ def test_kernels_passed_by_name_to_function_attribute_calls_are_cast() -> None:
     assert (
         "hipFuncSetCacheConfig(reinterpret_cast<const void*>(elsewhere), hipFuncCachePreferShared);" in known
     )
+
+
+def test_warp_sync_functions_kept_with_when_rocm_has_them() -> None:
+    result = translate(
+        "__device__ float f(float v) { return __shfl_down_sync(~0ull, v, 1); }\n", HipifyOptions(lint=False)
+    )
+    assert "__shfl_down_sync(~0ull, v, 1)" in result.text
+    [u] = result.report.unconverted
+    assert (
+        u.name == "__shfl_down_sync"
+        and "ROCm 6.2" in u.detail
+        and "HIP_ENABLE_WARP_SYNC_BUILTINS" in u.detail
+    )

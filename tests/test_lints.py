@@ -100,3 +100,10 @@ def test_warp_size_constants_and_mask_variables_from_real_code() -> None:
     # no false positives: other 32s, other variables set to all-ones, a 64-bit mask variable
     assert ids("int block = 32;\nunsigned bits = 0xffffffff;\nout[0] = bits;\n") == []
     assert ids("unsigned long long m = 0xffffffffffffffffULL;\nv = __shfl_sync(m, v, 0);\n") == []
+
+
+def test_match_sync_is_in_hip_so_only_its_mask_is_flagged() -> None:
+    # HIP's kernel-language reference has __match_any_sync/__match_all_sync (64-bit masks)
+    found = lint("unsigned long long m = __match_any_sync(0xffffffffffffffffULL, v);\n")
+    assert [x.id for x in found] == []
+    assert ids("auto m = __match_all_sync(0xffffffff, v, &pred);\n") == ["AMD004"]
