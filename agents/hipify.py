@@ -184,6 +184,10 @@ WARP_SYNC_DETAIL = (
     "kept as written: HIP has it from ROCm 6.2 (define HIP_ENABLE_WARP_SYNC_BUILTINS; always on from 6.3) "
     "with a 64-bit lane mask; older ROCm has only the mask-less __shfl_down/__any/__ballot forms"
 )
+# Thrust's CUDA backend namespaces and their rocThrust names (after ``thrust::``); the backend's
+# headers ``thrust/system/cuda/...`` are ``thrust/system/hip/...`` in rocThrust.
+THRUST_BACKENDS = {"cuda": "hip", "cuda_cub": "hip_rocprim"}
+_THRUST_QUALIFIER = re.compile(r"\bthrust[ \t]*::[ \t]*(?:system[ \t]*::[ \t]*)?$")
 # Library headers' guards: only where the include becomes the hip* wrapper (not with --roc).
 LIBRARY_HEADER_GUARDS = {
     "CUBLAS_API_H_": "HIPBLAS_H",
@@ -555,6 +559,8 @@ class _Translator:
                         template_kernels.add(name)
                 elif text == "cub":
                     self._cub_namespace(tok)
+                elif text in THRUST_BACKENDS:
+                    self._thrust_backend(tok)
                 elif text == "half2" and self.opt.undocumented_features:
                     self._half2_declaration(tok, half2_vars)
                 elif _looks_cuda(text) and not self._is_own(text):
@@ -797,6 +803,13 @@ class _Translator:
             self.edit(tok.start, tok.end, "hipcub")
             self._count("cub", "CUB API", "namespace")
 
+    def _thrust_backend(self, tok: Token) -> None:
+        """``thrust::cuda::par.on(stream)`` -> ``thrust::hip::par.on(stream)`` (rocThrust's backend
+        namespace; also ``thrust::system::cuda`` and ``thrust::cuda_cub``)."""
+        if _THRUST_QUALIFIER.search(self.src, max(0, tok.start - 48), tok.start):
+            self.edit(tok.start, tok.end, THRUST_BACKENDS[tok.text])
+            self._count(tok.text, "CUDA RT API", "namespace")
+
     def _rewrite_string(self, tok: Token) -> None:
         """hipify-clang's rule: each word starting with "cu" up to the next space is looked up whole."""
         s = tok.text[1:-1] if tok.text.endswith('"') and len(tok.text) > 1 else tok.text[1:]
@@ -824,6 +837,10 @@ class _Translator:
         if entry is None:
             if name == "hip/hip_runtime.h":
                 self.inserted.add("runtime")  # already HIP: do not add a second one
+            elif name.startswith("thrust/system/cuda/"):
+                start = tok.start + at + 1 + len("thrust/system/")
+                self.edit(start, start + len("cuda"), "hip")
+                self._count(name, _HEADER_API_NAMES["runtime"], "include")
             elif name.endswith(".cu") and self.opt.renamed_sources and self._renamed(name):
                 # `#include "kernels.cu"` of a file translated with the tree to kernels.hip
                 self.edit(tok.start + at + 1, tok.start + at + 1 + len(name), name[:-3] + ".hip")

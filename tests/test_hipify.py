@@ -396,3 +396,24 @@ def test_warp_sync_functions_kept_with_when_rocm_has_them() -> None:
         and "ROCm 6.2" in u.detail
         and "HIP_ENABLE_WARP_SYNC_BUILTINS" in u.detail
     )
+
+
+def test_thrust_cuda_backend_becomes_rocthrust_hip_backend() -> None:
+    src = (
+        "#include <thrust/system/cuda/execution_policy.h>\n"
+        "void f(cudaStream_t s, int *p, int n) {\n"
+        "  thrust::sort(thrust::cuda::par.on(s), p, p + n);\n"
+        "  auto pol = thrust::system::cuda::par;\n"
+        "  using thrust::cuda_cub::tag;\n"
+        "  int cuda = 1; other::cuda::x();\n"
+        "}\n"
+    )
+    assert hip(src, insert_runtime_header=False) == (
+        "#include <thrust/system/hip/execution_policy.h>\n"
+        "void f(hipStream_t s, int *p, int n) {\n"
+        "  thrust::sort(thrust::hip::par.on(s), p, p + n);\n"
+        "  auto pol = thrust::system::hip::par;\n"
+        "  using thrust::hip_rocprim::tag;\n"
+        "  int cuda = 1; other::cuda::x();\n"
+        "}\n"
+    )
