@@ -101,9 +101,16 @@ def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
     tok = win.get(j) if j >= 0 else None
     if tok is None or tok.kind != IDENT:
         return -1, False
-    # qualified names and member access: ns::kernel, obj.kernel, ptr->kernel
+    # qualified names and member access: ns::kernel, obj.kernel, ptr->kernel; and names pasted
+    # together in a macro body: hist_##type##_kernel
     while True:
         k = _prev(win, j)
+        if k >= 0 and _text(win, k) == "##":
+            m = _prev(win, k)
+            prev = win.get(m) if m >= 0 else None
+            if prev is not None and prev.kind == IDENT:
+                j = m
+                continue
         if k >= 0 and _text(win, k) in ("::", ".", "->"):
             m = _prev(win, k)
             prev = win.get(m) if m >= 0 else None

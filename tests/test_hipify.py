@@ -417,3 +417,12 @@ def test_thrust_cuda_backend_becomes_rocthrust_hip_backend() -> None:
         "  int cuda = 1; other::cuda::x();\n"
         "}\n"
     )
+
+
+def test_launch_of_a_kernel_name_pasted_in_a_macro() -> None:
+    src = "#define BIND(t)   \\\n  void run_##t(int *a) { hist_##t##_kernel<<<1, 256>>>(a); }\n"
+    out = hip(src, hip_kernel_execution_syntax=True, insert_runtime_header=False)
+    assert out == (
+        "#define BIND(t)   \\\n"
+        "  void run_##t(int *a) { hipLaunchKernelGGL(hist_##t##_kernel, dim3(1), dim3(256), 0, 0, a); }\n"
+    )
