@@ -234,10 +234,10 @@ def hipify(
 
     if len(sources) > 1:
         names, kernels = hipify_lib.project_names([s for s, _ in sources])
-        renamed = (
-            frozenset(str(s.resolve()) for s, _ in sources if s.suffix == ".cu")
-            if not inplace
-            else frozenset()
+        renamed = tuple(
+            (str(src.resolve()), out.name)
+            for src, root in sources
+            if (out := hipify_lib.output_path(src, root, out_dir, inplace)).name != src.name
         )
         options = dataclasses.replace(
             options, project_names=names, project_kernels=kernels, renamed_sources=renamed

@@ -230,7 +230,9 @@ class HipifyOptions:
     # macros/functions other files of the same project define (see ``project_names``): not "unknown"
     project_names: frozenset[str] = frozenset()
     project_kernels: frozenset[str] = frozenset()  # __global__ functions of the other files
-    renamed_sources: frozenset[str] = frozenset()  # .cu files of the tree written as .hip (paths)
+    # (path, output file name) of the tree's files whose translation gets another name (x.cu ->
+    # x.hip; beside the sources also x.h -> x.hip.h): includes of them follow the rename
+    renamed_sources: tuple[tuple[str, str], ...] = ()
     lint: bool = True  # run the AMD porting lints on input and output
     undocumented_features: bool = True  # half2 .x/.y -> reinterpret_cast<half&>(...) like hipify-clang
     skip_excluded_blocks: bool = False  # #if branches known not taken: names only, no launch/call rewrite
@@ -467,10 +469,13 @@ class _Translator:
         # there, or None to delete); a zero-width span appends ", text"
         self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
 
-    def _renamed(self, name: str) -> bool:
-        """Whether the ``.cu`` file an include names is one of the sources written as ``.hip``."""
+    def _renamed(self, name: str) -> str | None:
+        """The output name of the tree file an include names (None when it is not renamed)."""
         target = "/" + name.lstrip("./")
-        return any(src.endswith(target) for src in self.opt.renamed_sources)
+        for src, out_name in self.opt.renamed_sources:
+            if src.endswith(target):
+                return out_name
+        return None
 
     def _kernel_names(self) -> frozenset[str]:
         """``__global__`` functions of this file and (``project_kernels``) of its project."""
@@ -841,9 +846,10 @@ class _Translator:
                 start = tok.start + at + 1 + len("thrust/system/")
                 self.edit(start, start + len("cuda"), "hip")
                 self._count(name, _HEADER_API_NAMES["runtime"], "include")
-            elif name.endswith(".cu") and self.opt.renamed_sources and self._renamed(name):
+            elif self.opt.renamed_sources and (out_name := self._renamed(name)) is not None:
                 # `#include "kernels.cu"` of a file translated with the tree to kernels.hip
-                self.edit(tok.start + at + 1, tok.start + at + 1 + len(name), name[:-3] + ".hip")
+                base = tok.start + at + 1 + name.rfind("/") + 1
+                self.edit(base, tok.start + at + 1 + len(name), out_name)
             return
         hip, roc, kind, api = entry
         to_roc = (self.opt.roc and api in _HEADER_API_ROC) or (self.opt.miopen and api == "dnn")

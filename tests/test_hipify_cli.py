@@ -297,3 +297,20 @@ def test_tree_includes_of_translated_cu_files_follow_the_rename(
     # one file alone: the included .cu is not translated with it, so the include stays
     code, out, _ = run(capsys, "hipify", str(src / "main.cu"))
     assert code == 0 and '#include "detail/kernel.cu"' in out
+
+
+def test_tree_translated_beside_its_sources_includes_the_translated_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "common").mkdir()
+    (tmp_path / "app").mkdir()
+    (tmp_path / "common" / "check.h").write_text("#define CHECK(x) x\n")
+    (tmp_path / "common" / "ops.cuh").write_text("__device__ float twice(float v) { return 2 * v; }\n")
+    (tmp_path / "app" / "main.cu").write_text(
+        '#include "../common/check.h"\n#include <ops.cuh>\nint main() { CHECK(cudaDeviceSynchronize()); }\n'
+    )
+    code, _, err = run(capsys, "hipify", str(tmp_path))
+    assert code == 0, err
+    text = (tmp_path / "app" / "main.hip").read_text()
+    assert '#include "../common/check.hip.h"\n#include <ops.hip.cuh>\n' in text
+    assert (tmp_path / "common" / "check.hip.h").exists() and (tmp_path / "common" / "ops.hip.cuh").exists()
