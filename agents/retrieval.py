@@ -242,6 +242,18 @@ GLOSSARY = {
     "协作组": "cooperative groups",
     "动态并行": "dynamic parallelism",
     "环境变量": "environment variable",
+    "可见": "visible",
+    "只使用": "only visible devices restrict",
+    "只用": "only visible devices restrict",
+    "限制": "limit restrict",
+    "指定": "specify select",
+    "选择": "select",
+    "多大": "size",
+    "大小": "size",
+    "多少": "how many size",
+    "数量": "number count",
+    "汇编": "assembly",
+    "内联": "inline",
 }
 
 

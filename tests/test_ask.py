@@ -100,6 +100,8 @@ def test_near_miss_gets_a_did_you_mean(engine) -> None:
         ("Can I keep my inline PTX assembly when porting to HIP?", "HIP/docs/how-to/faq.md", "GCN assembly"),
         # GPU product names become gfx targets; wave size only joins questions about warps
         ("How do I build one binary for both MI100 and MI250?", "HIP/docs/how-to/faq.md", "--offload-arch"),
+        # a Chinese question reaches the English docs through the glossary
+        ("怎么让程序只使用一块 GPU？", "HIP/docs/how-to/faq.md", "HIP_VISIBLE_DEVICES"),
         # NVIDIA's words meet the HIP docs' words
         (
             "Is there a WMMA / tensor core equivalent in HIP?",
