@@ -180,27 +180,31 @@ def hipify(
         undocumented_features=not no_undocumented_features,
         skip_excluded_blocks=skip_excluded_preprocessor_conditional_blocks or default_preprocessor,
     )
+
+    def emit_one(data: bytes, label: str, source: Path | None) -> None:
+        """One input to stdout or -o (stdin, or a single file not written to a tree)."""
+        result = hipify_lib.translate(hipify_lib.check_text(data, label), options, label)
+        _finish(
+            _emit_single(
+                result,
+                output,
+                as_json,
+                examine,
+                print_stats,
+                print_stats_csv,
+                check_arch,
+                check_timeout,
+                source,
+                check_args,
+            )
+        )
+
     if "-" in paths:
         if len(paths) > 1:
             raise HipbotError("'-' (stdin) cannot be mixed with other inputs")
         if inplace:
             raise HipbotError("--inplace needs files, not stdin")
-        data = sys.stdin.buffer.read()
-        text = hipify_lib.check_text(data, "<stdin>")
-        result = hipify_lib.translate(text, options, "<stdin>")
-        failed = _emit_single(
-            result,
-            output,
-            as_json,
-            examine,
-            print_stats,
-            print_stats_csv,
-            check_arch,
-            check_timeout,
-            None,
-            check_args,
-        )
-        _finish(failed)
+        emit_one(sys.stdin.buffer.read(), "<stdin>", None)
         return
 
     sources = hipify_lib.collect_sources([Path(p) for p in paths])
@@ -213,21 +217,7 @@ def hipify(
             data = path.read_bytes()
         except OSError as exc:
             raise HipbotError(f"{path}: cannot read ({exc.strerror})") from exc
-        text = hipify_lib.check_text(data, str(path))
-        result = hipify_lib.translate(text, options, str(path))
-        failed = _emit_single(
-            result,
-            output,
-            as_json,
-            examine,
-            print_stats,
-            print_stats_csv,
-            check_arch,
-            check_timeout,
-            path,
-            check_args,
-        )
-        _finish(failed)
+        emit_one(data, str(path), path)
         return
     if output:
         raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")

@@ -57,6 +57,19 @@ def _text(win: TokenWindow, i: int) -> str:
     return "" if t is None else t.text
 
 
+def _opening(win: TokenWindow, j: int, open_: str, close: str) -> int:
+    """Index of the ``open_`` that matches the ``close`` at token ``j`` (-1 when unbalanced)."""
+    depth = 0
+    while j >= 0:
+        t = _text(win, j)
+        depth += t == close
+        depth -= t == open_
+        if depth == 0:
+            break
+        j -= 1
+    return j
+
+
 def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
     """Index of the first token of the kernel expression that ends just before token ``i``."""
     j = _prev(win, i)
@@ -79,25 +92,9 @@ def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
         j = _prev(win, j)
         templated = True
     elif _text(win, j) == ")":
-        depth = 0
-        while j >= 0:
-            t = _text(win, j)
-            depth += t == ")"
-            depth -= t == "("
-            if depth == 0:
-                break
-            j -= 1
-        return j, False
+        return _opening(win, j, "(", ")"), False
     elif _text(win, j) == "]":  # kernels[i]<<<...>>>
-        depth = 0
-        while j >= 0:
-            t = _text(win, j)
-            depth += t == "]"
-            depth -= t == "["
-            if depth == 0:
-                break
-            j -= 1
-        j = _prev(win, j)
+        j = _prev(win, _opening(win, j, "[", "]"))
     tok = win.get(j) if j >= 0 else None
     if tok is None or tok.kind != IDENT:
         return -1, False
