@@ -17,10 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hipbot.agents.answers import Answerer
-from hipbot.agents.docs_store import load_apis
-from hipbot.agents.ingest import ingest
-
+from hipbot.agents.docs.answers import Answerer
+from hipbot.agents.docs.ingest import ingest
+from hipbot.agents.docs.store import load_apis
 from hipbot.config import find_docs_corpus, load_settings
 
 HERE = Path(__file__).parent

@@ -22,7 +22,6 @@ from hipbot.bot import handlers
 from hipbot.bot.handlers import Context
 from hipbot.bot.replies import Reply, fit
 from hipbot.bot.state import BotState
-
 from hipbot.config import load_settings
 
 QUESTIONS = [
@@ -118,13 +117,13 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = load_settings(db_path=args.db) if args.db else load_settings()
-    from hipbot.agents.docs_store import is_ingested, open_docs_db
+    from hipbot.agents.docs.store import is_ingested, open_docs_db
 
     db = open_docs_db(settings.database)
     ingested = is_ingested(db)
     db.conn.close()
     if not ingested:
-        from hipbot.agents import ingest
+        from hipbot.agents.docs import ingest
 
         t0 = time.perf_counter()
         summary = ingest.ingest(settings, progress=False)

@@ -153,7 +153,7 @@ def make_dataset(dest: Path, records: int) -> Path:
 
 
 def job_spec(model: Path, data: Path, out: Path, run: str, steps: int, batch: int, cutoff: int) -> Any:
-    from hipbot.jobs.spec import parse_spec
+    from hipbot.jobs.finetune.spec import parse_spec
 
     cfg = RUNS[run]
     raw = {
@@ -186,8 +186,8 @@ def _step_ms(times: list[float], warmup: int) -> float:
 
 
 def run_hipbot(spec: Any, job_dir: Path, warmup: int) -> dict[str, Any]:
-    from hipbot.jobs.runner import run_child
-    from hipbot.jobs.trainer import write_job
+    from hipbot.jobs.finetune.runner import run_child
+    from hipbot.jobs.finetune.trainer import write_job
 
     shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, spec)
@@ -216,10 +216,11 @@ def baseline(
 ) -> dict[str, Any]:
     """Plain transformers + peft: load bf16, wrap LoRA, AdamW, loop. Same tokenized examples."""
     import torch
-    from hipbot.jobs.datasets import build_examples
-    from hipbot.jobs.trainer import _Collator
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hipbot.jobs.finetune.datasets import build_examples
+    from hipbot.jobs.finetune.trainer import _Collator
 
     spec = job_spec(Path(model), Path(data), Path("/tmp/unused"), "none", steps, batch, cutoff)
     tok = AutoTokenizer.from_pretrained(model)
@@ -276,7 +277,7 @@ def main() -> None:
         print("RESULT " + json.dumps(res))
         return
 
-    from hipbot.jobs.memory import estimate, load_model_config
+    from hipbot.jobs.finetune.memory import estimate, load_model_config
 
     t0 = time.time()
     model = make_model(args.workdir / f"model-{args.shape}", args.shape, args.tokenizer)

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hipbot.agents.hipify import HipifyOptions, translate
+from hipbot.agents.hipify.translate import HipifyOptions, translate
 
 HEADER = """// generated benchmark file {n}: realistic CUDA host + device code
 #include <cuda_runtime.h>

@@ -30,9 +30,9 @@ from bench_finetune import make_dataset, make_model  # noqa: E402
 def run(
     model: Path, data: Path, workdir: Path, stage: str, n: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from hipbot.jobs.runner import run_child
-    from hipbot.jobs.spec import parse_spec
-    from hipbot.jobs.trainer import write_job
+    from hipbot.jobs.finetune.runner import run_child
+    from hipbot.jobs.finetune.spec import parse_spec
+    from hipbot.jobs.finetune.trainer import write_job
 
     raw = {
         "model_name_or_path": str(model),

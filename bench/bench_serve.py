@@ -6,7 +6,7 @@
    (two separate ``hipbot`` processes, as a user would type them).
 2. What hipbot adds to a chat request over calling vLLM directly (goal: < 20 ms at p50): the same
    streamed request (temperature 0, same max_tokens) sent alternately with plain httpx and with
-   ``hipbot.jobs.chat.stream_chat``, plus hipbot's own per-request work measured alone.
+   ``hipbot.jobs.serve.chat.stream_chat``, plus hipbot's own per-request work measured alone.
 
     .venv/bin/python bench/bench_serve.py [--requests 40] [--url http://127.0.0.1:8000]
 """
@@ -62,13 +62,13 @@ def _pct(values: list[float], q: float) -> float:
 
 def run(url: str, model_dir: Path, requests: int, home: Path) -> None:
     from fixtures_finetune import job_yaml, write_datasets
-    from hipbot.jobs.chat import _client, _messages, resolve_target, stream_chat
-    from hipbot.jobs.publish import publish, register_adapter
-    from hipbot.jobs.queue import JobQueue
-    from hipbot.jobs.registry import Registry
-    from hipbot.jobs.vllm_client import _sse_data
 
     from hipbot.config import load_settings
+    from hipbot.jobs.finetune.queue import JobQueue
+    from hipbot.jobs.serve.chat import _client, _messages, resolve_target, stream_chat
+    from hipbot.jobs.serve.publish import publish, register_adapter
+    from hipbot.jobs.serve.registry import Registry
+    from hipbot.jobs.serve.vllm_client import _sse_data
 
     env = os.environ | {"HIPBOT_HOME": str(home)}
     os.environ["HIPBOT_HOME"] = str(home)
@@ -187,8 +187,9 @@ def main() -> None:
     parser.add_argument("--url", help="Use this running vLLM server (LoRA on) instead of starting one.")
     args = parser.parse_args()
     from fixtures_vllm import SERVED_NAME, SMOLLM2_DIR
-    from hipbot.jobs.base_models import prepare_smollm2
-    from hipbot.jobs.local_vllm import LocalVllm
+
+    from hipbot.jobs.serve.base_models import prepare_smollm2
+    from hipbot.jobs.serve.local_vllm import LocalVllm
 
     model_dir = prepare_smollm2(SMOLLM2_DIR).path
     with tempfile.TemporaryDirectory(prefix="hipbot-bench-serve-") as tmp:

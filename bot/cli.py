@@ -30,6 +30,7 @@ def _token_missing() -> HipbotError:
 
 def _run_discord(settings: Settings, *, message_content: bool, sync: bool, guild: int | None) -> None:
     import discord
+
     from hipbot.bot.discord_app import HipBot
 
     if not settings.discord_token:
@@ -148,7 +149,7 @@ def console(commands: tuple[str, ...]) -> None:
 
 def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
     """On an empty database, read the docs corpus if it is there; True when it ran."""
-    from hipbot.agents.docs_store import is_ingested, open_docs_db
+    from hipbot.agents.docs.store import is_ingested, open_docs_db
 
     db = open_docs_db(settings.database)
     try:
@@ -162,7 +163,7 @@ def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
             "run `hipbot ingest --docs PATH` (or --download) to enable /ask"
         )
         return False
-    from hipbot.agents import ingest
+    from hipbot.agents.docs import ingest
 
     echo(f"first start: reading the HIP docs from {settings.docs} into {settings.database} (a minute or two)")
     summary = ingest.ingest(settings, progress=True)

@@ -18,7 +18,6 @@ from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import CONSOLE_ACTOR
 from hipbot.bot.replies import Button, Reply
 from hipbot.bot.state import BotState
-
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 

@@ -20,13 +20,13 @@ from typing import Any
 import discord
 from discord import app_commands
 from discord.ext import commands
+
 from hipbot.bot import handlers
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import Actor
 from hipbot.bot.replies import MESSAGE_LIMIT, Reply, error_reply, fit, truncate
 from hipbot.bot.state import BotState
 from hipbot.bot.views import HipbotButton, defer, message_kwargs, send_reply
-
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 

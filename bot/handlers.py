@@ -30,10 +30,9 @@ from hipbot.bot.replies import (
     truncate,
 )
 from hipbot.bot.state import BotState, GuildConfig
-from hipbot.jobs.backends import jobs_backend
-
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.backends import jobs_backend
 
 CODE_EXTENSIONS = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".cc", ".cxx", ".c", ".hip")
 MAX_CODE_BYTES = 1024 * 1024
@@ -108,11 +107,11 @@ def _source_link(source: dict[str, Any]) -> Link:
 
 
 def ask(ctx: Context, question: str, *, k: int = 8) -> Reply:
-    from hipbot.agents.answers import check_question
+    from hipbot.agents.docs.answers import check_question
 
     question = check_question(question or "", example='/ask question:"what replaces cudaMemcpyAsync?"')
     permissions.check_cooldown(ctx.state, ctx.actor, "ask", ctx.config.ask_cooldown_s)
-    from hipbot.agents import answers
+    from hipbot.agents.docs import answers
 
     query = _question_with_context(ctx, question)
     result = answers.ask(query, ctx.settings, k=k).to_dict()
@@ -186,7 +185,7 @@ def vote(ctx: Context, answer_id: int, value: int) -> Reply:
 def warm_up(settings: Settings) -> bool:
     """Load the answer engine (API index, embedding model) before the first question arrives;
     False when the docs are not ingested yet (the first /ask then says what to run)."""
-    from hipbot.agents import answers
+    from hipbot.agents.docs import answers
 
     try:
         answers.get_answerer(settings).warm_up()
@@ -204,7 +203,7 @@ def _decode_code(data: bytes, name: str) -> str:
             f"{name} is {len(data) // 1024} KiB; the bot converts files up to {MAX_CODE_BYTES // 1024} KiB",
             hint="run `hipbot hipify FILE` locally for big files",
         )
-    from hipbot.agents.hipify import check_text
+    from hipbot.agents.hipify.translate import check_text
 
     return check_text(data, name)
 
@@ -247,7 +246,7 @@ def hipify(
 
 
 def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
-    from hipbot.agents import hipify as translator
+    from hipbot.agents.hipify.translate import translate as translator
 
     result = translator.translate(code, translator.HipifyOptions(), filename=filename)
     if result.report.errors:
@@ -256,7 +255,7 @@ def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
     text, files = code_reply_parts(result.text, out_name)
     embeds = [_report_embed(result.report.to_dict(), [lint.to_dict() for lint in result.lints], out_name)]
     if arch:
-        from hipbot.agents import compile_check
+        from hipbot.agents.hipify.translate import compile_check
 
         embeds.append(_compile_embed(compile_check.check(result.text, arch), arch))
     return Reply(text=text, embeds=embeds, attachments=files, meta={"hip": result.text})
@@ -422,7 +421,7 @@ def config(ctx: Context, **changes: Any) -> Reply:
 
 def ingest(ctx: Context) -> Reply:
     permissions.require_admin(ctx.actor, ctx.config, "/ingest")
-    from hipbot.agents import ingest as docs_ingest
+    from hipbot.agents.docs import ingest as docs_ingest
 
     summary = docs_ingest.ingest(ctx.settings, progress=False)
     ctx.audit("ingest", **summary.to_dict())
@@ -702,7 +701,7 @@ def workers(ctx: Context) -> Reply:
 
 
 def _registry(settings: Settings) -> Any:
-    from hipbot.jobs.registry import Registry
+    from hipbot.jobs.serve.registry import Registry
 
     return Registry.open(settings)
 
@@ -750,7 +749,7 @@ def models(ctx: Context) -> Reply:
 
 def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> Iterator[str]:
     """The streamed answer of an adapter (or of a server's base model), checked before it starts."""
-    from hipbot.jobs import chat as chat_lib
+    from hipbot.jobs.serve import chat as chat_lib
 
     if not prompt or not prompt.strip():
         raise HipbotError("the prompt is empty")
@@ -778,7 +777,7 @@ def _adapter_name_for_job(job: dict[str, Any]) -> str:
 
 def publish(ctx: Context, adapter: str) -> Reply:
     """Publish a registered adapter, or a succeeded job's adapter (``#12``) after registering it."""
-    from hipbot.jobs import publish as publish_lib
+    from hipbot.jobs.serve import publish as publish_lib
 
     registry = _registry(ctx.settings)
     target = adapter.strip()
@@ -895,7 +894,7 @@ def finetune(
         epochs=epochs,
         extra=extra,
     )
-    from hipbot.jobs.spec import validate_job
+    from hipbot.jobs.finetune.spec import validate_job
 
     checked = validate_job(text, dataset[1] if dataset else None, dataset[0] if dataset else None)
     if not checked.ok:

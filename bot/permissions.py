@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hipbot.bot.state import BotState, GuildConfig
-
 from hipbot.errors import HipbotError
 
 DAY_S = 24 * 3600

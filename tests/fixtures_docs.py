@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hipbot.agents.answers import Answer, Answerer, get_answerer
-from hipbot.agents.ingest import IngestSummary, ingest
 
+from hipbot.agents.docs.answers import Answer, Answerer, get_answerer
+from hipbot.agents.docs.ingest import IngestSummary, ingest
 from hipbot.config import Settings, load_settings
 
 RUNTIME = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md"

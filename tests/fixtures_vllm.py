@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hipbot.jobs.base_models import SMOLLM2_NAME, prepare_smollm2
-from hipbot.jobs.local_vllm import DEFAULT_VENV, LocalVllm, vllm_installed
 
 from hipbot.config import REPO_ROOT
+from hipbot.jobs.serve.base_models import SMOLLM2_NAME, prepare_smollm2
+from hipbot.jobs.serve.local_vllm import DEFAULT_VENV, LocalVllm, vllm_installed
 
 SMOLLM2_DIR = REPO_ROOT / "models" / SMOLLM2_NAME
 SERVED_NAME = "smollm2"

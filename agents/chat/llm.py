@@ -1,0 +1,83 @@
+"""The chat model behind generated answers: LangChain's ChatOpenAI against any OpenAI-compatible
+endpoint (vLLM in production), configured by ``HIPBOT_LLM_URL`` / ``HIPBOT_LLM_MODEL``."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+import httpx
+
+from hipbot.config import Settings
+from hipbot.errors import HipbotError
+
+
+def base_url(url: str) -> str:
+    """``http://host:8000`` -> ``http://host:8000/v1`` (what vLLM serves); a URL with a path is kept."""
+    url = url.strip().rstrip("/")
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise HipbotError(
+            f"HIPBOT_LLM_URL is not an http(s) URL: {url!r}", hint="e.g. http://127.0.0.1:8000/v1"
+        )
+    return url if parsed.path not in ("", "/") else f"{url}/v1"
+
+
+def served_model(settings: Settings) -> str:
+    """``settings.llm_model``, else the first model the endpoint lists (a vLLM server serves one)."""
+    if settings.llm_model:
+        return settings.llm_model
+    url = f"{base_url(settings.llm_url or '')}/models"
+    try:
+        response = httpx.get(
+            url, headers={"Authorization": f"Bearer {settings.llm_api_key}"}, timeout=settings.llm_timeout
+        )
+        response.raise_for_status()
+        models = [m["id"] for m in response.json().get("data", [])]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise HipbotError(
+            f"cannot list the models of {url}: {exc}", hint="set HIPBOT_LLM_MODEL to the served model name"
+        ) from exc
+    if not models:
+        raise HipbotError(f"{url} serves no model", hint="set HIPBOT_LLM_MODEL")
+    return models[0]
+
+
+def chat_model(settings: Settings):
+    """A ``ChatOpenAI`` for the configured endpoint (temperature 0: answers should not vary;
+    ``HIPBOT_LLM_MAX_TOKENS`` bounds the answer)."""
+    if not settings.llm_url:
+        raise HipbotError(
+            "no LLM endpoint configured", hint="set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)"
+        )
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=base_url(settings.llm_url),
+        model=served_model(settings),
+        api_key=settings.llm_api_key or "EMPTY",
+        timeout=settings.llm_timeout,
+        temperature=0,
+        max_tokens=settings.llm_max_tokens,
+        max_retries=1,
+    )
+
+
+def generate(model, question: str, context: str, template: str = "answer.md") -> str:
+    """Answer ``question`` from ``context`` (numbered passages) with the prompt in ``prompts/``."""
+    import openai
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from hipbot.prompts import load
+
+    messages = [
+        SystemMessage(load(template).strip()),
+        HumanMessage(f"Passages:\n\n{context}\n\nQuestion: {question}"),
+    ]
+    try:
+        reply = model.invoke(messages)
+    except (openai.APIError, httpx.HTTPError) as exc:
+        raise HipbotError(f"the LLM endpoint failed: {exc}") from exc
+    text = reply.content if isinstance(reply.content, str) else str(reply.content)
+    if not text.strip():
+        raise HipbotError("the LLM returned an empty answer")
+    return text

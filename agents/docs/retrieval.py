@@ -1,0 +1,515 @@
+"""Hybrid retrieval over the ingested docs: BM25 (FTS5) + dense cosine (numpy) + identifier boosts,
+fused with reciprocal rank fusion.
+
+BM25 finds exact words and API names, the dense index finds paraphrases, and passages that
+mention an identifier of the question are boosted: a question naming ``__shfl_down_sync`` should
+land on the warp-shuffle section even when its other words are vague. Questions in other
+languages (the seed users write Chinese) keep their identifiers, and common porting terms are
+translated by a small glossary so BM25 and the English embedding model still have words to match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import sqlite_utils
+
+from hipbot.agents.docs.store import blob_to_vector
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+_CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
+RRF_K = 60
+COMMON_DF = 0.1
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "use",
+        "using",
+        "used",
+        "get",
+        "gets",
+        "got",
+        "need",
+        "needs",
+        "want",
+        "wants",
+        "tell",
+        "give",
+        "show",
+        "please",
+        "thanks",
+        "thank",
+        "hi",
+        "hello",
+        "way",
+        "ways",
+        "work",
+        "works",
+    ]
+)
+
+# Porting vocabulary of the seed users (Chinese) -> English words of the docs.
+GLOSSARY = {
+    "共享内存": "shared memory",
+    "统一内存": "unified managed memory",
+    "托管内存": "managed memory",
+    "常量内存": "constant memory",
+    "全局内存": "global memory",
+    "纹理": "texture",
+    "内存": "memory",
+    "显存": "device memory",
+    "拷贝": "copy memcpy",
+    "复制": "copy memcpy",
+    "分配": "allocate malloc",
+    "释放": "free",
+    "线程束": "warp wavefront warpSize",
+    "波前": "wavefront",
+    "线程块": "block thread block",
+    "线程": "thread",
+    "网格": "grid",
+    "核函数": "kernel",
+    "内核": "kernel",
+    "启动": "launch",
+    "流": "stream",
+    "事件": "event",
+    "同步": "synchronize synchronization",
+    "异步": "asynchronous async",
+    "原子": "atomic",
+    "设备": "device",
+    "主机": "host",
+    "编译器": "compiler",
+    "编译": "compile compiler hipcc",
+    "链接": "link",
+    "性能": "performance",
+    "优化": "optimization",
+    "调试": "debugging debug",
+    "日志": "logging log",
+    "错误": "error",
+    "报错": "error",
+    "不支持": "not supported unsupported",
+    "支持": "supported",
+    "等价": "equivalent",
+    "对应": "equivalent",
+    "替代": "replace equivalent",
+    "替换": "replace",
+    "弃用": "deprecated",
+    "废弃": "deprecated",
+    "移除": "removed",
+    "删除": "removed",
+    "实验": "experimental",
+    "版本": "version",
+    "函数": "function",
+    "驱动": "driver",
+    "运行时": "runtime",
+    "上下文": "context",
+    "模块": "module",
+    "图": "graph",
+    "洗牌": "shuffle shfl",
+    "归约": "reduction reduce",
+    "求和": "sum reduction",
+    "结果错误": "wrong results",
+    "移植": "port porting",
+    "转换": "convert hipify",
+    "头文件": "header include",
+    "宏": "macro",
+    "平台": "platform",
+    "架构": "architecture",
+    "寄存器": "register",
+    "占用率": "occupancy",
+    "带宽": "bandwidth",
+    "精度": "precision",
+    "浮点": "floating point",
+    "半精度": "half precision fp16",
+    "矩阵": "matrix",
+    "协作组": "cooperative groups",
+    "动态并行": "dynamic parallelism",
+    "环境变量": "environment variable",
+    "可见": "visible",
+    "只使用": "only visible devices restrict",
+    "只用": "only visible devices restrict",
+    "限制": "limit restrict",
+    "指定": "specify select",
+    "选择": "select",
+    "多大": "size",
+    "大小": "size",
+    "多少": "how many size",
+    "数量": "number count",
+    "汇编": "assembly",
+    "内联": "inline",
+}
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved chunk with where it came from."""
+
+    chunk_id: int
+    path: str
+    title: str
+    section: str
+    url: str
+    text: str
+    kind: str
+    names: tuple[str, ...]
+    score: float
+    focus: tuple[int, int] | None = None  # the sentence-sized piece closest to the question
+
+    def source(self) -> dict[str, str]:
+        return {"path": self.path, "section": self.section, "url": self.url}
+
+
+def _stack(blobs: Iterable[bytes]) -> np.ndarray:
+    vectors = [blob_to_vector(b) for b in blobs]
+    return np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+# NVIDIA's words -> the words the HIP docs use for the same thing: users ask in CUDA terms.
+CUDA_TERMS = tuple(
+    (re.compile(pattern, re.IGNORECASE), words)
+    for pattern, words in (
+        (r"\btensor ?cores?\b|\bwmma\b|\bmma\b", "warp matrix functions"),
+        (r"\bSMs?\b|streaming multiprocessors?", "compute unit CU"),
+        (r"\bwarps?\b", "wavefront"),
+        (r"\bPTX\b", "inline assembly GCN ISA"),
+        (r"\bnvcc\b", "hipcc"),
+        (r"\bcuda-gdb\b", "rocgdb debugger"),
+        (r"\bnvprof\b|\bnsight\w*|\bncu\b", "profiling profiler"),
+        (r"\bcubin\b|\bfatbin\b|\bptx files?\b", "code object hsaco"),
+        (r"\bcompute capabilit(?:y|ies)\b", "architecture feature properties gfx"),
+        (r"\bzero[- ]copy\b", "mapped pinned host memory"),
+        (r"\bunified memory\b", "managed memory"),
+        (r"\btrace\b|\bverbose\b", "logging log level"),
+        (r"\bregister (?:usage|pressure|spill\w*|count)\b", "registers VGPR occupancy"),
+    )
+)
+
+
+# AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
+GPU_TARGETS = (
+    (re.compile(r"\bMI(?:50|60)\b", re.IGNORECASE), "gfx906"),
+    (re.compile(r"\bMI100\b", re.IGNORECASE), "gfx908"),
+    (re.compile(r"\bMI2\d0X?\b", re.IGNORECASE), "gfx90a"),
+    (re.compile(r"\bMI3\d{2}[AX]?\b", re.IGNORECASE), "gfx942"),
+    (re.compile(r"\b(?:RX\s?)?7[0-9]00(?:\s?XTX?)?\b|\bRDNA\s?3\b", re.IGNORECASE), "gfx1100"),
+    (re.compile(r"\b(?:RX\s?)?6[0-9]00(?:\s?XT)?\b|\bRDNA\s?2\b", re.IGNORECASE), "gfx1030"),
+)
+# Wave size of the GPU families, added only to questions about warps, lanes or masks: "wrong sums
+# on MI250" is about wave64, "build for MI250" is about --offload-arch.
+WAVE64 = re.compile(r"\b(MI\d{2,3}\w*|gfx9\w*|CDNA\d?|Instinct)\b", re.IGNORECASE)
+WAVE32 = re.compile(r"\b(RDNA\d?|gfx1[0-2]\w*|Radeon)\b", re.IGNORECASE)
+WAVE_TOPIC = re.compile(
+    r"warp|wave|lane|shfl|shuffle|ballot|vote|reduc|\bsums?\b|mask|\b(?:32|64)\b", re.IGNORECASE
+)
+
+
+def expand_query(question: str) -> str:
+    """The question plus English glossary terms for its non-English words, the HIP docs' words for
+    its CUDA terms, the gfx targets of the GPUs it names and, when it is about warps, their wave
+    size."""
+    glossary = (
+        [english for term, english in GLOSSARY.items() if term in question] if has_cjk(question) else []
+    )
+    extra = [target for pattern, target in GPU_TARGETS if pattern.search(question)]
+    if extra or WAVE64.search(question) or WAVE32.search(question):
+        extra.insert(0, "AMD GPU")
+    extra += [words for pattern, words in CUDA_TERMS if pattern.search(question)]
+    if WAVE_TOPIC.search(" ".join([question, *glossary])):
+        if WAVE64.search(question):
+            extra.append("wavefront warpSize 64")
+        if WAVE32.search(question):
+            extra.append("wavefront warpSize 32")
+    return " ".join([question, *extra, *glossary]).strip()
+
+
+def query_terms(text: str) -> list[str]:
+    """Lower-cased search words (ASCII words of any question, stop words dropped), in order, unique."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text):
+        low = word.lower()
+        if len(low) > 1 and low not in STOPWORDS:
+            seen.setdefault(low, None)
+    return list(seen)
+
+
+def _fts_query(terms: list[str]) -> str:
+    return " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+
+
+class Retriever:
+    """Holds the dense matrix in memory; one instance serves many questions."""
+
+    def __init__(self, db: sqlite_utils.Database, model: str) -> None:
+        self.db = db
+        self.model = model
+        rows = db.execute(
+            "SELECT c.id, e.vector FROM docs_chunks c JOIN docs_embeddings e"
+            " ON e.hash = c.hash AND e.model = ? WHERE c.kind = 'prose' ORDER BY c.id",
+            [model],
+        ).fetchall()
+        self.ids = np.array([r[0] for r in rows], dtype=np.int64)
+        self.matrix = _stack(r[1] for r in rows)
+        segments = db.execute(
+            "SELECT s.chunk_id, s.start, s.end, e.vector FROM docs_segments s JOIN docs_embeddings e"
+            " ON e.hash = s.hash AND e.model = ? ORDER BY s.chunk_id, s.start",
+            [model],
+        ).fetchall()
+        self.segment_chunks = np.array([r[0] for r in segments], dtype=np.int64)
+        self.segment_spans = [(r[1], r[2]) for r in segments]
+        self.segment_matrix = _stack(r[3] for r in segments)
+        self._embedder = None
+        # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
+        self.df: Counter[str] = Counter()
+        self.prose_count = 0
+        for (text,) in db.execute("SELECT section || ' ' || text FROM docs_chunks WHERE kind = 'prose'"):
+            self.df.update({w.lower() for w in _WORD.findall(text)})
+            self.prose_count += 1
+
+    @property
+    def dense_available(self) -> bool:
+        return len(self.ids) > 0
+
+    def _embed(self, text: str) -> np.ndarray:
+        if self._embedder is None:
+            from hipbot.agents.docs.embeddings import get_embedder
+
+            self._embedder = get_embedder(self.model)
+        return self._embedder.encode_query(text)
+
+    def warm_up(self) -> None:
+        """Load the embedding model now rather than on the first question."""
+        if self.dense_available:
+            self._embed("warm up")
+
+    def selective(self, terms: list[str]) -> list[str]:
+        """Drop the corpus' own stop words (in over COMMON_DF of the passages: hip, amd, cuda, gpu)
+        when rarer words remain, so BM25 ranks on what the question is about."""
+        limit = COMMON_DF * max(self.prose_count, 1)
+        rare = [t for t in terms if self.df.get(t, 0) <= limit]
+        return rare or terms
+
+    def bm25(self, terms: list[str], kind: str = "prose", limit: int = 50) -> list[int]:
+        if not terms:
+            return []
+        rows = self.db.execute(
+            "SELECT f.rowid FROM docs_fts f JOIN docs_chunks c ON c.id = f.rowid"
+            " WHERE docs_fts MATCH ? AND c.kind = ? ORDER BY bm25(docs_fts, 2.0, 1.0, 5.0) LIMIT ?",
+            [_fts_query(terms), kind, limit],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def dense(self, query: np.ndarray, limit: int = 50) -> tuple[list[int], dict[int, tuple[int, int]]]:
+        """Chunks ranked by the better of their own cosine and their best segment's, and the span of
+        that best segment in each chunk: one list, so BM25 keeps an equal say in the fusion."""
+        best: dict[int, float] = {
+            int(i): float(v) for i, v in zip(self.ids, self.matrix @ query, strict=True)
+        }
+        focus: dict[int, tuple[int, int]] = {}
+        if len(self.segment_chunks):
+            scores = self.segment_matrix @ query
+            for i in np.argsort(-scores):
+                chunk_id = int(self.segment_chunks[i])
+                if chunk_id in focus:
+                    continue
+                focus[chunk_id] = self.segment_spans[i]
+                best[chunk_id] = max(best.get(chunk_id, -1.0), float(scores[i]))
+        ranked = sorted(best, key=lambda c: -best[c])[:limit]
+        return ranked, focus
+
+    def mentions(self, names: list[str], limit: int = 30) -> tuple[list[int], list[int]]:
+        """Prose chunks that mention any of ``names``, and the mapping-table rows of those names."""
+        if not names:
+            return [], []
+        query = _fts_query(names)
+        prose = self.bm25([n.lower() for n in names], "prose", limit)
+        rows = self.db.execute(
+            "SELECT f.rowid FROM docs_fts f JOIN docs_chunks c ON c.id = f.rowid"
+            " WHERE docs_fts MATCH ? AND c.kind = 'api_row' ORDER BY bm25(docs_fts, 0.0, 0.0, 1.0) LIMIT ?",
+            [f"names : ({query})", limit],
+        ).fetchall()
+        return prose, [r[0] for r in rows]
+
+    def search(self, question: str, k: int = 5, identifiers: list[str] | None = None) -> list[Passage]:
+        """The ``k`` best passages for a question, fused from BM25, dense and identifier lists."""
+        expanded = expand_query(question)
+        terms = query_terms(expanded)
+        identifiers = identifiers or []
+        lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(self.selective(terms)))]
+        # A question written mostly in another language embeds badly; embed its English part.
+        dense_text = " ".join(terms) if has_cjk(question) else expanded
+        focus: dict[int, tuple[int, int]] = {}
+        if dense_text.strip() and self.dense_available:
+            ranked_dense, focus = self.dense(self._embed(dense_text))
+            lists.append((1.0, ranked_dense))
+        if identifiers:
+            prose, rows = self.mentions(identifiers)
+            lists.append((1.5, prose))
+            lists.append((1.2, rows))
+        fused: dict[int, float] = {}
+        for weight, ids in lists:
+            for rank, chunk_id in enumerate(ids):
+                fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
+        ranked = sorted(fused, key=lambda i: -fused[i])
+        return self.passages(ranked, fused, k, focus)
+
+    def passages(
+        self,
+        ranked: list[int],
+        scores: dict[int, float],
+        k: int,
+        focus: dict[int, tuple[int, int]] | None = None,
+    ) -> list[Passage]:
+        """Load the best chunks, skipping API rows repeated on the HIP / ROC / HIP+ROC pages."""
+        out: list[Passage] = []
+        seen_rows: set[tuple[str, ...]] = set()
+        for start in range(0, len(ranked), 4 * k):
+            batch = ranked[start : start + 4 * k]
+            if not batch:
+                break
+            marks = ",".join("?" for _ in batch)
+            rows = {
+                r[0]: r
+                for r in self.db.execute(
+                    "SELECT c.id, d.path, d.title, c.section, d.url, c.text, c.kind, c.names"
+                    f" FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+                    batch,
+                ).fetchall()
+            }
+            for chunk_id in batch:
+                row = rows.get(chunk_id)
+                if row is None:
+                    continue
+                names = tuple(row[7].split())
+                if row[6] == "api_row":
+                    key = (row[3], names[0] if names else "")
+                    if key in seen_rows:
+                        continue
+                    seen_rows.add(key)
+                out.append(
+                    Passage(*row[:7], names=names, score=scores[chunk_id], focus=(focus or {}).get(chunk_id))
+                )
+                if len(out) >= k:
+                    return out
+        return out

@@ -1,0 +1,226 @@
+"""``kernel<<<grid, block, shmem, stream>>>(args)`` -> ``hipLaunchKernelGGL(...)``, as hipify-clang
+writes it: ``HIP_KERNEL_NAME(...)`` around template kernels, ``dim3(...)`` around the grid and block
+unless already written as ``dim3(...)``, ``0`` for an omitted shared-memory size or stream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hipbot.agents.hipify.cpp_tokens import COMMENT, IDENT, TokenWindow
+
+_OPEN = {"(": 1, "[": 1, "{": 1}
+_CLOSE = {")": 1, "]": 1, "}": 1}
+
+
+class LaunchError(ValueError):
+    """A ``<<<`` whose configuration or argument list does not close."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Launch:
+    start: int  # offset of the kernel expression
+    end: int  # offset just past the closing ')' of the argument list
+    kernel: tuple[int, int]  # source range of the kernel expression
+    config: list[tuple[int, int]]  # source ranges of the 1-4 configuration arguments
+    args: tuple[int, int] | None  # source range of the call arguments, None when there are none
+    templated: bool  # explicit template arguments on the kernel name
+    open: tuple[int, int] = (0, 0)  # source range of '<<<' (or of a spaced '<< <')
+    close: tuple[int, int] = (0, 0)  # source range of '>>>' (or of a spaced '>> >')
+
+    @property
+    def spaced(self) -> bool:
+        """Written ``<< <`` / ``>> >`` (nvcc takes it, clang does not)."""
+        return self.open[1] - self.open[0] != 3 or self.close[1] - self.close[0] != 3
+
+
+def _prev(win: TokenWindow, i: int) -> int:
+    i -= 1
+    while (t := win.get(i)) is not None and t.kind == COMMENT:
+        i -= 1
+    return i
+
+
+def _next(win: TokenWindow, i: int) -> int:
+    i += 1
+    while (t := win.get(i)) is not None and t.kind == COMMENT:
+        i += 1
+    return i
+
+
+def _text(win: TokenWindow, i: int) -> str:
+    t = win.get(i)
+    return "" if t is None else t.text
+
+
+def _opening(win: TokenWindow, j: int, open_: str, close: str) -> int:
+    """Index of the ``open_`` that matches the ``close`` at token ``j`` (-1 when unbalanced)."""
+    depth = 0
+    while j >= 0:
+        t = _text(win, j)
+        depth += t == close
+        depth -= t == open_
+        if depth == 0:
+            break
+        j -= 1
+    return j
+
+
+def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
+    """Index of the first token of the kernel expression that ends just before token ``i``."""
+    j = _prev(win, i)
+    templated = False
+    if _text(win, j) in (">", ">>"):
+        depth = 0
+        while j >= 0:
+            t = _text(win, j)
+            if t == ">":
+                depth += 1
+            elif t == ">>":
+                depth += 2
+            elif t == "<":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif t in (";", "{", "}"):
+                return -1, False
+            j -= 1
+        j = _prev(win, j)
+        templated = True
+    elif _text(win, j) == ")":
+        return _opening(win, j, "(", ")"), False
+    elif _text(win, j) == "]":  # kernels[i]<<<...>>>
+        j = _prev(win, _opening(win, j, "[", "]"))
+    tok = win.get(j) if j >= 0 else None
+    if tok is None or tok.kind != IDENT:
+        return -1, False
+    # qualified names and member access: ns::kernel, obj.kernel, ptr->kernel; and names pasted
+    # together in a macro body: hist_##type##_kernel
+    while True:
+        k = _prev(win, j)
+        if k >= 0 and _text(win, k) == "##":
+            m = _prev(win, k)
+            prev = win.get(m) if m >= 0 else None
+            if prev is not None and prev.kind == IDENT:
+                j = m
+                continue
+        if k >= 0 and _text(win, k) in ("::", ".", "->"):
+            m = _prev(win, k)
+            prev = win.get(m) if m >= 0 else None
+            if prev is not None and prev.kind == IDENT:
+                j = m
+                continue
+            if _text(win, k) == "::":
+                j = k
+        return j, templated
+
+
+def parse_launch(win: TokenWindow, i: int) -> Launch:
+    """Parse the launch whose ``<<<`` is token ``i`` of the window."""
+    open_tok = win.get(i)
+    if open_tok is None:
+        raise LaunchError("no '<<<' at this position", 0)
+    k0, templated = _kernel_start(win, i)
+    if k0 < 0:
+        raise LaunchError("'<<<' without a kernel name before it", open_tok.start)
+    kernel = (win.get(k0).start, win.get(_prev(win, i)).end)
+    open_end = open_tok.end
+    j = i + 1
+    if open_tok.text == "<<":  # '<< <'
+        open_end = win.get(j).end
+        j += 1
+    config: list[tuple[int, int]] = []
+    depth = 0
+    arg_first = arg_last = None
+    close = (0, 0)
+    while True:
+        t = win.get(j)
+        if t is None:
+            raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+        text = t.text
+        if t.kind == COMMENT:
+            j += 1
+            continue
+        if depth == 0 and text == ">>" and _text(win, j + 1) == ">":  # '>> >'
+            j += 1
+            close = (t.start, win.get(j).end)
+            text = ">>>"
+        elif text == ">>>":
+            close = (t.start, t.end)
+        if depth == 0 and text in (">>>", ","):
+            if arg_first is None:
+                raise LaunchError("empty kernel launch configuration argument", t.start)
+            config.append((arg_first.start, arg_last.end))
+            arg_first = arg_last = None
+            if text == ">>>":
+                break
+            j += 1
+            continue
+        if text in _OPEN:
+            depth += 1
+        elif text in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+        elif text in (";", "<<<") and depth == 0:
+            raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+        if arg_first is None:
+            arg_first = t
+        arg_last = t
+        j += 1
+    if not 2 <= len(config) <= 4:
+        raise LaunchError(
+            f"a kernel launch takes 2 to 4 configuration arguments, not {len(config)}", open_tok.start
+        )
+    p = _next(win, j)
+    paren = win.get(p)
+    if paren is None or paren.text != "(":
+        raise LaunchError("kernel launch '>>>' is not followed by an argument list", win.get(j).start)
+    depth = 0
+    q = p
+    while (t := win.get(q)) is not None:
+        if t.text in _OPEN:
+            depth += 1
+        elif t.text in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                break
+        q += 1
+    if t is None:
+        raise LaunchError("kernel launch argument list is not closed", paren.start)
+    first, last = _next(win, p), _prev(win, q)
+    args = (win.get(first).start, win.get(last).end) if first < q else None
+    return Launch(
+        win.get(k0).start, t.end, kernel, config, args, templated, (open_tok.start, open_end), close
+    )
+
+
+def hip_launch_text(launch: Launch, render: Callable[[int, int], str], kernel_is_template: bool) -> str:
+    """The ``hipLaunchKernelGGL(...)`` call for a parsed launch; ``render`` gives translated text."""
+    config = [render(*rng) for rng in launch.config]
+    args = render(*launch.args) if launch.args is not None else None
+    return hip_launch_call(render(*launch.kernel), config, args, launch.templated or kernel_is_template)
+
+
+def hip_launch_call(kernel: str, config: list[str], args: str | None, templated: bool) -> str:
+    """``hipLaunchKernelGGL(kernel, dim3(grid), dim3(block), shmem, stream, args...)`` from parts:
+    ``HIP_KERNEL_NAME(...)`` around a template kernel, ``dim3(...)`` unless already written so,
+    ``0`` for an omitted shared-memory size or stream (``cub::`` is already ``hipcub::`` in ``kernel``)."""
+    kern = kernel.strip()
+    if templated:
+        kern = "HIP_KERNEL_NAME(" + kern + ")"
+    parts = [kern]
+    for n, text in enumerate(config):
+        text = text.strip()
+        if n < 2 and not text.startswith("dim3("):
+            text = f"dim3({text})"
+        parts.append(text)
+    while len(parts) < 5:
+        parts.append("0")
+    if args is not None and args.strip():
+        parts.append(args.strip())
+    return "hipLaunchKernelGGL(" + ", ".join(parts) + ")"

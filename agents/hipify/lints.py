@@ -1,0 +1,508 @@
+"""AMD porting lints: what hipify translates fine but still breaks or slows down on AMD GPUs.
+
+Token based (``cpp_tokens``), one linear pass per file, no regular expressions on the source.
+Each finding names the HIP documentation page it comes from (paths in the HIP docs corpus), so the
+bot can cite it. The same rules run on the CUDA input and on the HIP output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from hipbot.agents.hipify.cpp_tokens import (
+    DIRECTIVE,
+    IDENT,
+    NUMBER,
+    LineIndex,
+    Token,
+    TokenWindow,
+    candidate_scanner,
+    scan,
+)
+
+PORTING_GUIDE = "HIP/docs/how-to/hip_porting_guide.md"
+KERNEL_LANGUAGE = "HIP/docs/reference/kernel_language.rst"
+PERFORMANCE = "HIP/docs/how-to/performance_guidelines.rst"
+HIPIFY_TABLES = "HIPIFY/docs/tables/CUDA_Device_API_supported_by_HIP.md"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str  # "error": will not compile or run on AMD; "warning": likely wrong; "info"
+    title: str
+    hint: str
+    doc: str
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule(
+            "AMD001",
+            "warning",
+            "lane arithmetic assumes a 32-lane warp",
+            "AMD GPUs run 64-lane wavefronts (gfx9/CDNA); use warpSize (or __AMDGCN_WAVEFRONT_SIZE) "
+            "instead of 32/31/5 in lane and warp index math",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD002",
+            "warning",
+            "warp size hard-coded as 32",
+            "do not assume a warp size of 32 or 64; query warpSize in device code or "
+            "hipDeviceProp_t::warpSize on the host",
+            PORTING_GUIDE,
+        ),
+        Rule(
+            "AMD003",
+            "warning",
+            "shared-memory array sized by a 32-lane warp",
+            "size per-warp shared arrays from the wavefront size (64 on CDNA) or the block size divided "
+            "by warpSize; a [32] array overflows with 64 lanes",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD004",
+            "warning",
+            "32-bit lane mask",
+            "HIP's __ballot/__activemask return 64-bit masks and the *_sync functions take an "
+            "unsigned long long mask; use 0xffffffffffffffffULL (or __activemask()) and 64-bit variables",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD005",
+            "error",
+            "inline PTX assembly",
+            "PTX does not exist on AMD; replace the asm block with a HIP intrinsic or portable code "
+            "(HIP accepts GCN/CDNA ISA in asm, not PTX)",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD006",
+            "error",
+            "NVIDIA-only intrinsic",
+            "no HIP equivalent; rewrite with portable code or guard it with #ifdef __HIP_PLATFORM_NVIDIA__",
+            HIPIFY_TABLES,
+        ),
+        Rule(
+            "AMD007",
+            "warning",
+            "texture/surface reference",
+            "texture and surface references are deprecated in HIP (removed in CUDA 12); use texture "
+            "objects (hipTextureObject_t) or plain __ldg loads",
+            PORTING_GUIDE,
+        ),
+        Rule(
+            "AMD008",
+            "warning",
+            "__CUDA_ARCH__ check",
+            "HIP-Clang does not define __CUDA_ARCH__ in device code; use __HIP_DEVICE_COMPILE__ for "
+            "host/device and the __HIP_ARCH_HAS_*__ feature macros for capabilities",
+            PORTING_GUIDE,
+        ),
+        Rule(
+            "AMD009",
+            "error",
+            "cooperative-groups feature HIP lacks",
+            "HIP's cooperative groups have no clusters, memcpy_async/wait, invoke_one or "
+            "block_tile_memory; use thread_block/tiled_partition and explicit loads",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD010",
+            "warning",
+            "warpSize used as a compile-time constant",
+            "warpSize is a device variable in HIP, not a constexpr; use a template parameter or "
+            "__AMDGCN_WAVEFRONT_SIZE for array bounds and template arguments",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD011",
+            "error",
+            "warp matrix (wmma) API",
+            "nvcuda::wmma has no HIP equivalent; use rocWMMA (rocwmma::) on AMD",
+            KERNEL_LANGUAGE,
+        ),
+        Rule(
+            "AMD012",
+            "info",
+            "__launch_bounds__ second argument means something else on AMD",
+            "in HIP the second argument is the minimum number of warps per execution unit, not blocks "
+            "per multiprocessor; recheck the value",
+            KERNEL_LANGUAGE,
+        ),
+    )
+}
+
+_LANE_WORDS = ("lane", "warp", "threadidx", "tid", "wid")
+_MASK_FUNCS = frozenset(
+    {
+        "__shfl_sync",
+        "__shfl_up_sync",
+        "__shfl_down_sync",
+        "__shfl_xor_sync",
+        "__ballot_sync",
+        "__any_sync",
+        "__all_sync",
+        "__uni_sync",
+        "__match_any_sync",
+        "__match_all_sync",
+        "__syncwarp",
+        "__reduce_add_sync",
+        "__reduce_min_sync",
+        "__reduce_max_sync",
+        "__reduce_and_sync",
+        "__reduce_or_sync",
+        "__reduce_xor_sync",
+    }
+)
+_MASK_RESULT_FUNCS = frozenset({"__ballot_sync", "__ballot", "__activemask", "__match_any_sync"})
+_MASK_32_TYPES = frozenset({"unsigned", "int", "uint32_t", "uint", "int32_t"})
+_FULL_32 = frozenset(
+    {"0xffffffff", "0xffffffffu", "0xffffffffl", "0xfffffffful", "4294967295", "4294967295u"}
+)
+_NVIDIA_ONLY = frozenset(
+    {
+        "__nanosleep",
+        "__ldcg",
+        "__ldca",
+        "__ldcs",
+        "__ldlu",
+        "__ldcv",
+        "__stwb",
+        "__stcg",
+        "__stcs",
+        "__stwt",
+        "__prof_trigger",
+        "__isGlobal",
+        "__isShared",
+        "__isConstant",
+        "__isLocal",
+        "__cvta_generic_to_shared",
+        "__cvta_generic_to_global",
+        "__cvta_shared_to_generic",
+        "__fns",
+        "__pipeline_memcpy_async",
+        "__pipeline_commit",
+        "__pipeline_wait_prior",
+        "__reduce_add_sync",
+        "__reduce_min_sync",
+        "__reduce_max_sync",
+        "__reduce_and_sync",
+        "__reduce_or_sync",
+        "__reduce_xor_sync",
+        "__trap",
+        "__brkpt",
+        "__dp4a",
+        "__dp2a_lo",
+        "__dp2a_hi",
+    }
+)
+_TEXTURE_REFERENCE = frozenset(
+    {
+        "texture",
+        "surface",
+        "cudaBindTexture",
+        "cudaBindTexture2D",
+        "cudaBindTextureToArray",
+        "cudaUnbindTexture",
+        "cudaGetTextureReference",
+        "hipBindTexture",
+        "hipBindTexture2D",
+        "hipBindTextureToArray",
+        "hipUnbindTexture",
+        "hipGetTextureReference",
+        "cuTexRefCreate",
+        "cuTexRefSetAddress",
+        "cuTexRefSetArray",
+    }
+)
+_CG_MISSING = frozenset(
+    {
+        "this_cluster",
+        "cluster_group",
+        "memcpy_async",
+        "wait_prior",
+        "invoke_one",
+        "invoke_one_broadcast",
+        "block_tile_memory",
+        "labeled_partition",
+        "cluster_dims",
+        "num_clusters",
+    }
+)
+_CG_NAMESPACES = frozenset({"cg", "cooperative_groups", "experimental"})
+
+
+@dataclass(frozen=True)
+class Lint:
+    id: str
+    severity: str
+    line: int
+    col: int
+    message: str
+    hint: str
+    doc: str
+    stage: str = "cuda"  # "cuda": found in the input; "hip": in the translation
+    filename: str = "<stdin>"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def format(self) -> str:
+        return f"{self.filename}:{self.line}:{self.col}: {self.severity}: [{self.id}] {self.message} ({self.stage})\n  hint: {self.hint}\n  see: {self.doc}"
+
+
+def _int_value(text: str) -> int | None:
+    t = text.lower().rstrip("ul")
+    try:
+        return int(t, 0)
+    except ValueError:
+        return None
+
+
+class _Linter:
+    def __init__(
+        self, source: str, filename: str, stage: str, scanner: re.Pattern[str] | None = None
+    ) -> None:
+        self.scanner = scanner
+        self.source = source
+        self.filename = filename
+        self.stage = stage
+        self.lines = LineIndex(source)
+        self.found: list[Lint] = []
+        self.seen: set[tuple[str, int]] = set()
+        self.mask_vars: set[str] = set()  # variables set to a full 32-bit lane mask
+
+    def add(self, rule_id: str, tok: Token, message: str) -> None:
+        line, col = self.lines.position(tok.start)
+        if (rule_id, line) in self.seen:
+            return
+        self.seen.add((rule_id, line))
+        rule = RULES[rule_id]
+        self.found.append(
+            Lint(rule_id, rule.severity, line, col, message, rule.hint, rule.doc, self.stage, self.filename)
+        )
+
+    def line_text(self, tok: Token) -> str:
+        start = self.source.rfind("\n", 0, tok.start) + 1
+        end = self.source.find("\n", tok.end)
+        return self.source[start : end if end != -1 else len(self.source)].lower()
+
+    def run(self) -> list[Lint]:
+        src = self.source
+        for cand in scan(src, self.scanner or _SCANNER):
+            kind = cand.kind
+            text = cand.text
+            if kind == DIRECTIVE:
+                if text.split("#")[-1].strip() == "define":
+                    win = TokenWindow(src, cand.end)
+                    macro, value = win.get(0), win.get(1)
+                    if macro and value and "warp" in macro.text.lower() and _int_value(value.text) == 32:
+                        self.add("AMD002", macro, f"macro {macro.text} defines the warp size as 32")
+                continue
+            if kind == NUMBER:
+                if text.lower() in _FULL_32:
+                    self._mask_variable(cand)
+                    continue
+                if _int_value(text) not in (32, 31, 16, 5):
+                    continue
+            elif kind != IDENT or not (text in _LINT_WORDS or text.startswith("__nvvm_")):
+                continue
+            line_start = src.rfind("\n", 0, cand.start) + 1
+            win = TokenWindow(src, line_start)
+            i = win.index_at(cand.start)
+            if i < 0:
+                continue
+            if kind == NUMBER:
+                self._number(win, i, cand)
+            else:
+                self._ident(win, i, cand, line_start)
+        self.found.sort(key=lambda x: (x.line, x.col))
+        return self.found
+
+    def _ident(self, win: TokenWindow, i: int, t: Token, line_start: int) -> None:
+        text = t.text
+        prev, nxt = _text(win, i - 1), _text(win, i + 1)
+        if text == "__CUDA_ARCH__":
+            directive = self.source[line_start : t.start].lstrip().startswith("#")
+            where = "preprocessor condition" if directive else "code"
+            self.add("AMD008", t, f"__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang")
+        elif text in ("asm", "__asm__", "__asm"):
+            self._asm(win, i, t)
+        elif text in _MASK_FUNCS and nxt == "(":
+            self._mask_arg(win, i, t)
+            if text in _NVIDIA_ONLY:
+                self.add("AMD006", t, f"{text} is NVIDIA-only")
+        elif text in _NVIDIA_ONLY or text.startswith("__nvvm_"):
+            self.add("AMD006", t, f"{text} is NVIDIA-only")
+        elif text in _TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
+            self.add("AMD007", t, f"{text}: texture/surface reference API")
+        elif text in _CG_MISSING and (prev == "::" or nxt in ("(", "<")):
+            self.add("AMD009", t, f"cooperative groups '{text}' is not available in HIP")
+        elif text == "wmma" and (prev == "::" or nxt == "::"):
+            self.add("AMD011", t, "warp matrix functions (wmma) are not available in HIP")
+        elif text == "warpSize":
+            self._warp_size(win, i, t, prev, nxt)
+        elif text == "__shared__":
+            self._shared(win, i)
+        elif text == "__launch_bounds__" and nxt == "(":
+            depth, k = 0, i + 1
+            while (tok := win.get(k)) is not None and k < i + 64:
+                depth += tok.text == "("
+                depth -= tok.text == ")"
+                if depth == 0:
+                    break
+                if depth == 1 and tok.text == ",":
+                    self.add("AMD012", t, "__launch_bounds__ with a second argument")
+                    break
+                k += 1
+        if text in _MASK_RESULT_FUNCS and nxt == "(":
+            self._mask_result(win, i, t)
+
+    def _mask_variable(self, t: Token) -> None:
+        """``int mask = 0xffffffff;``: remember the name, so that ``__any_sync(mask, p)`` is flagged.
+        Reads only the text around the number (no tokenizing: masks are common in kernels)."""
+        src = self.source
+        m = _ASSIGNED.search(src, src.rfind("\n", 0, t.start) + 1, t.start)
+        if m is not None and src[t.end : t.end + 8].lstrip()[:1] in (";", ","):
+            self.mask_vars.add(m.group(1))
+
+    def _number(self, win: TokenWindow, i: int, t: Token) -> None:
+        value = _int_value(t.text)
+        prev, nxt = _text(win, i - 1), _text(win, i + 1)
+        name = win.get(i - 2) if i >= 2 else None
+        if value == 32 and prev == "=" and nxt in (";", ",") and name is not None and name.kind == IDENT:
+            lower = name.text.lower()
+            if "warp" in lower and any(w in lower for w in ("size", "width", "lanes", "sz")):
+                self.add("AMD002", name, f"{name.text} sets the warp size to 32")
+                return
+        lane_op = (
+            (
+                value == 32
+                and (prev in ("%", "/", "%=", "/=") or nxt in ("*",) and prev in ("*", "+", "(", "="))
+            )
+            or (value == 31 and prev in ("&", "&=", "%"))
+            or (value == 5 and prev in (">>", "<<", ">>=", "<<="))
+            or (value == 16 and prev == "=" and "for" in self.line_text(t) and "offset" in self.line_text(t))
+        )
+        if not lane_op:
+            return
+        line = self.line_text(t)
+        if value == 16:
+            self.add("AMD001", t, "shuffle reduction starting at offset 16 covers only 32 lanes")
+        elif any(w in line for w in _LANE_WORDS):
+            op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
+            self.add("AMD001", t, f"'{op} {t.text}' in lane/warp arithmetic assumes 32 lanes")
+
+    def _asm(self, win: TokenWindow, i: int, t: Token) -> None:
+        k = i + 1
+        while _text(win, k) in ("volatile", "__volatile__", "goto", "inline"):
+            k += 1
+        if _text(win, k) == "(" and win.get(k + 1) is not None:
+            body = _text(win, k + 1)
+            ptx_words = ("mov.", "ld.", "st.", "cvt.", "shfl.", "vote.", "bar.", "membar", "%laneid",
+                         "%clock", "%smid", "%warpid", "prmt", "lop3", ".reg", "mma.", "cp.async", "red.",
+                         "atom.", "bfe.", "bfi.", "brev.", "fma.rn", "add.", "mul.", "trap", "exit;")  # fmt: skip
+            if body.startswith('"') and any(w in body for w in ptx_words):
+                self.add("AMD005", t, f"inline PTX: {body[:40]}")
+                return
+            self.add("AMD005", t, "inline assembly (PTX on CUDA) must be rewritten for AMD")
+
+    def _mask_arg(self, win: TokenWindow, i: int, t: Token) -> None:
+        arg = win.get(i + 2)
+        if arg is not None and arg.text.lower() in _FULL_32:
+            self.add("AMD004", arg, f"{t.text} given the 32-bit mask {arg.text}; wave64 needs 64 bits")
+        elif arg is not None and arg.text in self.mask_vars and _text(win, i + 3) == ",":
+            self.add("AMD004", arg, f"{t.text} given {arg.text}, set to a 32-bit mask; wave64 needs 64 bits")
+
+    def _mask_result(self, win: TokenWindow, i: int, t: Token) -> None:
+        # `unsigned m = __ballot_sync(...)` / `int m = __activemask()`: the 64-bit mask is truncated
+        name = win.get(i - 2)
+        if i >= 3 and _text(win, i - 1) == "=" and name is not None and name.kind == IDENT:
+            decl_type = _text(win, i - 3)
+            if decl_type in _MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
+                self.add("AMD004", t, f"{t.text} result stored in a 32-bit '{decl_type}'")
+
+    def _warp_size(self, win: TokenWindow, i: int, t: Token, prev: str, nxt: str) -> None:
+        if prev == "[" or (prev in ("<", ",") and nxt in (">", ",")):
+            self.add("AMD010", t, "warpSize used as an array bound or template argument")
+        elif prev == "=" and i >= 3 and _text(win, i - 3) == "constexpr":
+            self.add("AMD010", t, "warpSize assigned to a constexpr")
+        elif (
+            nxt in ("==", "!=")
+            and _int_value(_text(win, i + 2)) == 32
+            or prev in ("==", "!=")
+            and i >= 2
+            and _int_value(_text(win, i - 2)) == 32
+        ):
+            self.add("AMD002", t, "warpSize compared with 32")
+
+    def _shared(self, win: TokenWindow, i: int) -> None:
+        for k in range(i + 1, i + 24):
+            text = _text(win, k)
+            if text in ("", ";", "{", "=", "("):
+                return
+            if text == "[" and _int_value(_text(win, k + 1)) in (32, 33):
+                tok = win.get(k + 1)
+                self.add("AMD003", tok, f"__shared__ array dimension {tok.text}")
+                return
+
+
+def _text(win: TokenWindow, i: int) -> str:
+    tok = win.get(i) if i >= 0 else None
+    return "" if tok is None else tok.text
+
+
+_LINT_WORDS = frozenset(
+    {"__CUDA_ARCH__", "asm", "__asm__", "__asm", "warpSize", "__shared__", "__launch_bounds__", "wmma"}
+    | _MASK_FUNCS
+    | _MASK_RESULT_FUNCS
+    | _NVIDIA_ONLY
+    | _TEXTURE_REFERENCE
+    | _CG_MISSING
+)
+_ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)[ \t]*=[ \t]*$")
+_SCANNER = candidate_scanner(
+    tuple(sorted(_LINT_WORDS | {"__nvvm_"})),
+    numbers=(
+        "32",
+        "31",
+        "16",
+        "5",
+        "0x20",
+        "0x1f",
+        "0x1F",
+        "32u",
+        "31u",
+        "0xffffffff",
+        "0xFFFFFFFF",
+        "0xffffffffu",
+        "0xFFFFFFFFu",
+        "0xFFFFFFFFU",
+        "0xffffffffU",
+        "4294967295",
+        "4294967295u",
+    ),  # fmt: skip
+)
+
+
+# On the HIP output only the renamed APIs can add findings (the rules above match CUDA and HIP
+# spellings alike, and translation leaves lane arithmetic, masks, asm ... as they were).
+_HIP_WORDS = frozenset(w for w in _TEXTURE_REFERENCE if w.startswith("hip"))
+_HIP_SCANNER = candidate_scanner(tuple(sorted(_HIP_WORDS)))
+
+
+def lint(source: str, filename: str = "<stdin>", stage: str = "cuda") -> list[Lint]:
+    """AMD porting findings for one source text (CUDA or HIP), in source order."""
+    return _Linter(source, filename, stage).run()
+
+
+def lint_translation(cuda: str, hip: str, filename: str = "<stdin>") -> list[Lint]:
+    """Lints of the CUDA input, plus what the HIP output adds (e.g. hipBindTexture)."""
+    before = lint(cuda, filename, "cuda")
+    keys = {(x.id, x.message) for x in before}
+    after = [x for x in _Linter(hip, filename, "hip", _HIP_SCANNER).run() if (x.id, x.message) not in keys]
+    return before + after

@@ -1,0 +1,93 @@
+"""Where jobs live, seen from a front end: the coordinator's HTTP API when one is configured, else
+the app's own database (the embedded default). Both answer with the same dict shapes, so the CLI
+and the bot do not care which one they talk to."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hipbot.config import Settings
+
+
+class LocalJobs:
+    """The app's own database as the queue (no coordinator configured: the embedded default).
+
+    Workers reach this queue through ``hipbot coordinator`` running on the same database. One
+    connection is shared by the event loop's worker threads, so calls take a lock."""
+
+    def __init__(self, settings: Settings) -> None:
+        # Imported here: front ends load this module at start, most of them never touch jobs.
+        from hipbot.jobs.finetune.queue import JobQueue
+
+        self.settings = settings
+        self.queue = JobQueue.open(settings.database)
+        self.lock = threading.RLock()
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        with self.lock:
+            return self.queue.get(job_id).as_dict()
+
+    def list(
+        self,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        states: tuple[str, ...] | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            return [
+                j.as_dict() for j in self.queue.list(owner=owner, guild=guild, states=states, limit=limit)
+            ]
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        with self.lock:
+            return self.queue.cancel(job_id).as_dict()
+
+    def logs(self, job_id: int, *, after: int = 0) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.queue.logs(job_id, after=after)
+
+    def workers(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [w.as_dict() for w in self.queue.workers()]
+
+    def submit(
+        self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
+    ) -> dict[str, Any]:
+        """What the coordinator's POST /jobs does, on the local queue."""
+        from hipbot.jobs.finetune.intake import accept_job
+        from hipbot.jobs.finetune.spec import parse_spec
+
+        job_row, warning = accept_job(
+            self.queue,
+            parse_spec(text),
+            text,
+            attachments_dir=self.settings.home / "attachments",
+            dataset=dataset,
+            dataset_name=dataset_name,
+            owner=owner,
+            guild=guild,
+            lock=self.lock,
+        )
+        return {"job": job_row.as_dict(), "warning": warning}
+
+
+_BACKENDS: dict[tuple[str, ...], Any] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+def jobs_backend(settings: Settings) -> Any:
+    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes.
+    One per process and configuration: the status watcher calls this every few seconds."""
+    key = (str(settings.database), settings.coordinator_url or "", settings.coordinator_token or "")
+    with _BACKENDS_LOCK:
+        if key not in _BACKENDS:
+            if settings.coordinator_url:
+                from hipbot.jobs.finetune.coordinator_client import CoordinatorClient
+
+                _BACKENDS[key] = CoordinatorClient(settings.coordinator_url, token=settings.coordinator_token)
+            else:
+                _BACKENDS[key] = LocalJobs(settings)
+        return _BACKENDS[key]

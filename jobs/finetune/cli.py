@@ -1,0 +1,414 @@
+"""``hipbot finetune``, ``hipbot coordinator`` and ``hipbot worker``: thin click front ends."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hipbot.config import load_settings
+from hipbot.errors import HipbotError
+
+
+@click.group()
+def finetune() -> None:
+    """LoRA fine-tune jobs from LLaMA-Factory-style YAML files.
+
+    \b
+    hipbot finetune validate job.yaml        check a config, list every problem
+    hipbot finetune estimate job.yaml        peak GPU memory, before any GPU is touched
+    hipbot finetune run job.yaml             train here, no coordinator
+    hipbot finetune submit job.yaml          queue on the coordinator for a worker
+    hipbot finetune list | status ID | logs ID | cancel ID
+    """
+
+
+def _estimate_for(spec: Any, n_gpus: int = 1, precision: str = "bf16") -> Any:
+    from hipbot.jobs.finetune.memory import estimate, load_model_config
+
+    try:
+        config = load_model_config(spec.model_name_or_path, allow_download=True)
+    except Exception:  # noqa: BLE001 - a Hub name offline, a missing folder: the estimate is optional
+        return None, None
+    return estimate(spec, config, n_gpus, precision=precision), config
+
+
+@finetune.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+def validate(config: Path) -> None:
+    """Check CONFIG (keys, values, combinations, vLLM servability, datasets)."""
+    from hipbot.jobs.finetune.datasets import dataset_problems
+    from hipbot.jobs.finetune.spec import SpecError, load_spec
+
+    spec = load_spec(config)
+    # datasets are checked where they are: a job whose data is attached later has no folder here
+    problems = dataset_problems(spec) if Path(spec.dataset_dir).is_dir() else []
+    if problems:
+        raise SpecError(problems, source=str(config))
+    click.echo(
+        f"ok: {spec.model_name_or_path}, LoRA r={spec.lora_rank} alpha={spec.alpha} on {','.join(spec.lora_target)}"
+    )
+
+
+@finetune.command("estimate")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gpus", "n_gpus", type=int, default=1, show_default=True, help="GPUs the job would use.")
+@click.option("--json", "as_json", is_flag=True, help="Print the parts as JSON.")
+def estimate_cmd(config: Path, n_gpus: int, as_json: bool) -> None:
+    """Estimate the peak GPU memory of CONFIG from the model's config.json."""
+    from hipbot.jobs.finetune.spec import load_spec
+
+    spec = load_spec(config)
+    est, _ = _estimate_for(spec, n_gpus, spec.precision(True))
+    if est is None:
+        raise HipbotError(
+            f"cannot read the config of {spec.model_name_or_path!r} (a local folder or a cached Hub model)"
+        )
+    click.echo(json.dumps(est.as_dict(), indent=2) if as_json else est.summary())
+
+
+@finetune.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--nproc", type=int, default=None, help="Processes (one per GPU); default: every visible GPU.")
+@click.option("--cpu", is_flag=True, help="Train on the CPU (tiny models, tests).")
+@click.option("--allow-remote-code", is_flag=True, help="Let the config's trust_remote_code run model code.")
+def run(config: Path, nproc: int | None, cpu: bool, allow_remote_code: bool) -> None:
+    """Train CONFIG on this machine, no coordinator; the job is recorded in the local database."""
+    from tqdm import tqdm
+
+    from hipbot.jobs.finetune.gpu import check_runnable, detect
+    from hipbot.jobs.finetune.queue import JobQueue
+    from hipbot.jobs.finetune.runner import run_child
+    from hipbot.jobs.finetune.spec import load_spec
+    from hipbot.jobs.finetune.trainer import write_job
+
+    settings = load_settings()
+    spec = load_spec(config)
+    info = detect()
+    if not info.gpus and not cpu:
+        raise HipbotError("no GPU is visible to PyTorch", hint="pass --cpu to train a tiny model on the CPU")
+    n_procs = nproc or (1 if cpu else max(1, info.count))
+    est, model_config = _estimate_for(spec, n_procs, spec.precision(info.bf16))
+    check_runnable(info, spec, est.total_gib if est and info.gpus and not cpu else None, allow_cpu=cpu)
+    queue = JobQueue.open(settings.database)
+    text = config.read_text(encoding="utf-8")
+    job = queue.submit(
+        spec,
+        text,
+        owner=getpass.getuser(),
+        model_config=model_config,
+        memory=est.as_dict() if est else None,
+        state="running",
+        worker_id="local",
+    )
+    job_dir = settings.home / "jobs" / str(job.id)
+    output_dir = Path(spec.output_dir) if spec.output_dir else job_dir / "output"
+    write_job(
+        job_dir,
+        spec,
+        output_dir=output_dir,
+        allow_remote_code=allow_remote_code,
+        device="cpu" if cpu else "auto",
+    )
+    if est:
+        click.echo(f"job #{job.id}: {est.summary()}")
+    bar = tqdm(total=None, unit="step", dynamic_ncols=True, desc=f"job #{job.id}")
+
+    def on_progress(line: dict[str, Any]) -> None:
+        bar.total = line.get("max_steps") or bar.total
+        bar.n = line["step"]
+        bar.set_postfix(loss=f"{line['loss']:.4f}" if line.get("loss") is not None else "-")
+        bar.refresh()
+        queue.update(
+            job.id,
+            progress=line,
+            progress_step=line["step"],
+            progress_total=line.get("max_steps"),
+            progress_loss=line.get("loss"),
+        )
+
+    def on_output(lines: list[str]) -> None:
+        queue.log(job.id, "local", *lines)
+
+    try:
+        result = run_child(job_dir, spec, n_procs, on_progress=on_progress, on_output=on_output)
+    except KeyboardInterrupt:
+        bar.close()
+        queue.finish(job.id, "cancelled", error="interrupted")
+        raise HipbotError(
+            f"job #{job.id} cancelled; rerun the same config to resume from its last checkpoint"
+        ) from None
+    bar.close()
+    if result.state != "succeeded":
+        queue.finish(job.id, "failed", error=result.error)
+        raise HipbotError(f"job #{job.id} failed: {result.error}", hint=f"hipbot finetune logs {job.id}")
+    queue.finish(job.id, "succeeded", metrics=result.metrics, adapter_dir=str(output_dir))
+    m = result.metrics
+    click.echo(
+        f"job #{job.id} succeeded: {m.get('global_step')} steps, loss {m.get('first_loss')} -> {m.get('final_loss')}, "
+        f"{m.get('tokens_per_second')} tokens/s; adapter in {output_dir}"
+    )
+
+
+# ------------------------------------------------------------------------------- through the coordinator
+
+
+def _jobs(url: str | None, token: str | None) -> Any:
+    """The coordinator (``--coordinator`` or HIPBOT_COORDINATOR_URL), else the local database."""
+    from dataclasses import replace
+
+    from hipbot.jobs.finetune.backends import jobs_backend
+
+    settings = load_settings()
+    if url:
+        settings = replace(
+            settings, coordinator_url=url, coordinator_token=token or settings.coordinator_token
+        )
+    elif token:
+        settings = replace(settings, coordinator_token=token)
+    return jobs_backend(settings)
+
+
+coordinator_opts = [
+    click.option("--coordinator", "url", default=None, help="Coordinator URL (HIPBOT_COORDINATOR_URL)."),
+    click.option("--token", default=None, help="Client token (HIPBOT_COORDINATOR_TOKEN)."),
+]
+
+
+def _with_coordinator(f: Any) -> Any:
+    for opt in reversed(coordinator_opts):
+        f = opt(f)
+    return f
+
+
+@finetune.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--dataset",
+    "dataset_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Attach a dataset file.",
+)
+@click.option("--priority", type=int, default=0)
+@click.option("--owner", default=None, help="Owner name (default: your login).")
+@_with_coordinator
+def submit(
+    config: Path,
+    dataset_file: Path | None,
+    priority: int,
+    owner: str | None,
+    url: str | None,
+    token: str | None,
+) -> None:
+    """Queue CONFIG on the coordinator; a worker whose GPUs fit it will run it."""
+    if not (url or load_settings().coordinator_url):
+        raise HipbotError(
+            "no coordinator configured", hint="set HIPBOT_COORDINATOR_URL or use `hipbot finetune run`"
+        )
+    client = _jobs(url, token)
+    text = config.read_text(encoding="utf-8")
+    data = dataset_file.read_bytes() if dataset_file else None
+    reply = client.submit(
+        text,
+        owner=owner or getpass.getuser(),
+        priority=priority,
+        dataset=data,
+        dataset_name=dataset_file.name if dataset_file else None,
+    )
+    click.echo(f"submitted job #{reply['job']['id']} ({reply['job']['name']})")
+    if reply.get("warning"):
+        click.echo(f"warning: {reply['warning']}")
+
+
+@finetune.command("list")
+@click.option("--owner", default=None)
+@click.option("--all", "all_", is_flag=True, help="Include finished jobs.")
+@_with_coordinator
+def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) -> None:
+    """List jobs (active ones unless --all)."""
+    from hipbot.jobs.finetune.queue import ACTIVE, job_line
+
+    states = None if all_ else ("queued", *ACTIVE)
+    jobs = _jobs(url, token).list(owner=owner, states=states)
+    if not jobs:
+        click.echo("no jobs")
+    for job in jobs:
+        click.echo(job_line(job))
+
+
+@finetune.command()
+@click.argument("job_id", type=int)
+@_with_coordinator
+def status(job_id: int, url: str | None, token: str | None) -> None:
+    """Show one job: state, progress, memory estimate, worker, metrics, adapter."""
+    job = _jobs(url, token).get(job_id)
+    keys = (
+        "id",
+        "name",
+        "state",
+        "owner",
+        "worker_id",
+        "attempts",
+        "memory_gib",
+        "progress_step",
+        "progress_total",
+        "progress_loss",
+        "checkpoint_step",
+        "adapter_dir",
+        "error",
+        "created_at",
+        "finished_at",
+    )
+    for key in keys:
+        if job.get(key) is not None:
+            click.echo(f"{key:16} {job[key]}")
+    if job.get("metrics"):
+        click.echo(f"{'metrics':16} {json.dumps(job['metrics'])}")
+
+
+@finetune.command()
+@click.argument("job_id", type=int)
+@_with_coordinator
+def cancel(job_id: int, url: str | None, token: str | None) -> None:
+    """Cancel a job: at once if queued, within one heartbeat if running."""
+    job = _jobs(url, token).cancel(job_id)
+    click.echo(f"job #{job_id}: {job['state']}{' (stopping)' if job['state'] not in ('cancelled',) else ''}")
+
+
+@finetune.command()
+@click.argument("job_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@_with_coordinator
+def logs(job_id: int, follow: bool, url: str | None, token: str | None) -> None:
+    """Print a job's log lines."""
+    jobs = _jobs(url, token)
+    after = 0
+    while True:
+        rows = jobs.logs(job_id, after=after)
+        for row in rows:
+            click.echo(f"{row['ts']} {row['source']}: {row['line']}")
+            after = row["id"]
+        if not follow or jobs.get(job_id)["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(2)
+
+
+@finetune.command()
+@_with_coordinator
+def workers(url: str | None, token: str | None) -> None:
+    """List the registered workers and their GPUs."""
+    rows = _jobs(url, token).workers()
+    if not rows:
+        click.echo("no workers")
+    for w in rows:
+        click.echo(
+            f"{w['id']} {w['name']}: {w['gpu_count']}x {w['backend']} {w['memory_gib']:.0f} GiB, last seen {w['last_seen']}"
+        )
+
+
+@finetune.command()
+@click.option("-n", "count", type=int, default=1, show_default=True)
+def token(count: int) -> None:
+    """Create one-time worker registration tokens in the coordinator's database."""
+    from hipbot.jobs.finetune.queue import JobQueue
+
+    queue = JobQueue.open(load_settings().database)
+    for _ in range(count):
+        click.echo(queue.create_registration_token())
+
+
+# ------------------------------------------------------------------------------- servers
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@click.option(
+    "--lease",
+    "lease_s",
+    type=float,
+    default=90.0,
+    show_default=True,
+    help="Seconds a job stays leased without a heartbeat.",
+)
+@click.option("--max-artifact-mb", type=int, default=4096, show_default=True)
+@click.option(
+    "--new-tokens", type=int, default=0, help="Print this many one-time registration tokens at start."
+)
+def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_tokens: int) -> None:
+    """Run the job coordinator HTTP API (workers connect outbound to it; OpenAPI at /docs)."""
+    import uvicorn
+
+    from hipbot.jobs.finetune.coordinator import CoordinatorConfig, create_app
+
+    settings = load_settings()
+    cfg = CoordinatorConfig.from_settings(
+        settings, lease_s=lease_s, max_artifact_bytes=max_artifact_mb * 2**20
+    )
+    app = create_app(cfg)
+    for _ in range(new_tokens):
+        click.echo(f"registration token: {app.state.queue.create_registration_token()}")
+    click.echo(f"coordinator on http://{host}:{port} (database {cfg.database})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@click.command()
+@click.option("--coordinator", "url", default=None, help="Coordinator URL (HIPBOT_COORDINATOR_URL).")
+@click.option("--token", default=None, help="One-time registration token (first run) or saved credentials.")
+@click.option("--name", default=None, help="Name shown in /workers (default: host name).")
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where jobs run (default: $HIPBOT_HOME/worker).",
+)
+@click.option("--cpu", is_flag=True, help="Offer the CPU (tiny models, tests).")
+@click.option(
+    "--allow-remote-code",
+    is_flag=True,
+    help="Allow jobs with trust_remote_code (runs model code from the Hub).",
+)
+@click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
+@click.option("--heartbeat", "heartbeat_s", type=float, default=10.0, show_default=True)
+@click.option(
+    "--poll", "poll_s", type=float, default=20.0, show_default=True, help="Long-poll wait per claim."
+)
+def worker(
+    url: str | None,
+    token: str | None,
+    name: str | None,
+    workdir: Path | None,
+    cpu: bool,
+    allow_remote_code: bool,
+    max_jobs: int | None,
+    heartbeat_s: float,
+    poll_s: float,
+) -> None:
+    """Lend this machine's GPUs: register, claim jobs, train, upload adapters."""
+    import socket
+
+    from hipbot.jobs.finetune.worker import WorkerAgent
+
+    settings = load_settings()
+    url = url or settings.coordinator_url
+    if not url:
+        raise HipbotError("no coordinator URL", hint="pass --coordinator URL or set HIPBOT_COORDINATOR_URL")
+    agent = WorkerAgent(
+        url,
+        workdir=workdir or settings.home / "worker",
+        token=token or settings.registration_token,
+        name=name or socket.gethostname(),
+        allow_cpu=cpu,
+        allow_remote_code=allow_remote_code,
+        heartbeat_s=heartbeat_s,
+        poll_s=poll_s,
+    )
+    try:
+        agent.run(max_jobs=max_jobs)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,83 @@
+"""Accepting a validated job: store its dataset attachment, estimate its memory, queue it, and
+warn at once when no registered worker could hold it. The coordinator's POST /jobs and the bot's
+local queue both go through here, so a job queued either way looks the same to the workers."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+from hipbot.jobs.finetune.memory import MemoryEstimate, estimate, fit_message, load_model_config
+from hipbot.jobs.finetune.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue, Worker
+from hipbot.jobs.finetune.spec import JobSpec
+
+
+def estimate_spec(spec: JobSpec) -> tuple[MemoryEstimate | None, dict[str, Any] | None]:
+    """(estimate on one GPU, model config), or (None, None) when the model's config is not at hand
+    (a Hub name offline): such a job still runs, and any worker may claim it."""
+    try:
+        model_config = load_model_config(spec.model_name_or_path)
+    except Exception:  # noqa: BLE001 - any failure to read the config means "size unknown"
+        return None, None
+    return estimate(spec, model_config, 1), model_config
+
+
+def job_fits(job: Job, worker: Worker) -> bool:
+    """Whether ``worker``'s GPUs hold ``job`` (unknown sizes fit anywhere)."""
+    if job.memory_gib is None or not job.model_config:
+        return True
+    spec = JobSpec.model_validate(job.spec)
+    return estimate(spec, job.model_config, worker.gpu_count).total_gib <= worker.memory_gib
+
+
+def accept_job(
+    queue: JobQueue,
+    spec: JobSpec,
+    spec_yaml: str,
+    *,
+    attachments_dir: Path,
+    dataset: bytes | None = None,
+    dataset_name: str | None = None,
+    owner: str | None = None,
+    guild: str | None = None,
+    priority: int = 0,
+    name: str | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    lock: contextlib.AbstractContextManager[Any] | None = None,
+) -> tuple[Job, str | None]:
+    """Queue ``spec`` (already validated); returns the job and a warning for the user, if any.
+    ``lock`` guards the queue calls when several threads share one connection."""
+    lock = lock or contextlib.nullcontext()
+    attachment_path = attachment_name = None
+    if dataset is not None:
+        attachment_name = Path(dataset_name or "dataset.jsonl").name
+        folder = attachments_dir / uuid.uuid4().hex
+        folder.mkdir(parents=True)
+        (folder / attachment_name).write_bytes(dataset)
+        attachment_path = str(folder / attachment_name)
+    est, model_config = estimate_spec(spec)
+    with lock:
+        job = queue.submit(
+            spec,
+            spec_yaml,
+            owner=owner,
+            guild=guild,
+            priority=priority,
+            name=name,
+            model_config=model_config,
+            memory=est.as_dict() if est else None,
+            attachment_name=attachment_name,
+            attachment_path=attachment_path,
+            max_attempts=max_attempts,
+        )
+        workers = queue.workers()
+    if est is None:
+        return job, f"no memory estimate for {spec.model_name_or_path}: any worker may take it"
+    if any(job_fits(job, w) for w in workers):
+        return job, None
+    warning = fit_message(est, max((w.memory_gib for w in workers), default=None), spec)
+    with lock:
+        queue.log(job.id, "coordinator", f"no registered worker fits: {warning}")
+    return job, warning

@@ -1,0 +1,565 @@
+"""LoRA SFT with transformers' Trainer and peft, as one process or under torchrun / deepspeed.
+
+The worker (or ``hipbot finetune run``) writes a job folder holding ``job.json`` and starts this
+module on it, through ``launch_argv``: plain python for one device, ``torchrun`` (the
+``torch.distributed.run`` module) for several GPUs or DeepSpeed. The child writes one JSON line
+per optimizer step to ``progress.jsonl`` (step, loss, lr, grad_norm, tokens/s, ETA), checkpoints
+to ``output/checkpoint-N`` every ``save_steps``, resumes from the last one when restarted, and
+leaves in ``output/`` the adapter (``adapter_model.safetensors``, ``adapter_config.json``), the
+tokenizer files, ``metrics.json`` and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
+
+JOB_FILE = "job.json"
+PROGRESS_FILE = "progress.jsonl"
+RESULT_FILE = "result.json"
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def last_checkpoint(output_dir: Path | str) -> Path | None:
+    """The highest ``checkpoint-N`` folder that holds trainer state (a complete save)."""
+    path = Path(output_dir)
+    if not path.is_dir():
+        return None
+    found = [
+        (int(m.group(1)), child)
+        for child in path.iterdir()
+        if (m := CHECKPOINT_RE.match(child.name)) and (child / "trainer_state.json").is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+def write_job(
+    job_dir: Path,
+    spec: JobSpec,
+    *,
+    output_dir: Path | None = None,
+    dataset_dir: Path | None = None,
+    allow_remote_code: bool = False,
+    device: str = "auto",
+    resume: bool = False,
+) -> Path:
+    """The job folder a training child reads: spec plus where to read and write."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "spec": spec.model_dump(),
+        "output_dir": str(output_dir or Path(spec.output_dir or job_dir / "output")),
+        "dataset_dir": str(dataset_dir or spec.dataset_dir),
+        "allow_remote_code": allow_remote_code,
+        "device": device,
+        "resume": resume,
+    }
+    (job_dir / JOB_FILE).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return job_dir
+
+
+def launch_argv(job_dir: Path, spec: JobSpec, n_procs: int, *, master_port: int | None = None) -> list[str]:
+    """The command that runs a job: torchrun for several processes or DeepSpeed, else plain python."""
+    module = ["-m", "hipbot.jobs.finetune.trainer", str(job_dir)]
+    if n_procs <= 1 and not spec.deepspeed:
+        return [sys.executable, *module]
+    rdzv = (
+        ["--standalone"]
+        if master_port is None
+        else ["--master_addr=127.0.0.1", f"--master_port={master_port}"]
+    )
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *rdzv,
+        "--nnodes=1",
+        f"--nproc_per_node={max(1, n_procs)}",
+        *module,
+    ]
+
+
+class _Collator:
+    """Right-pads ``input_ids`` with the pad id and ``labels`` with -100."""
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+        self.tokens = 0  # counted here, on the CPU, so that tokens/s costs no device sync
+
+    def __call__(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        width = max(len(x["input_ids"]) for x in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, x in enumerate(batch):
+            n = len(x["input_ids"])
+            ids[i, :n] = torch.tensor(x["input_ids"])
+            labels[i, :n] = torch.tensor(x["labels"])
+            mask[i, :n] = 1
+        self.tokens += int(mask.sum())
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _world() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu: bool) -> Any:
+    from transformers import TrainingArguments
+    from transformers.utils import is_torch_tf32_available
+
+    params = inspect.signature(TrainingArguments.__init__).parameters
+    evaluates = spec.has_eval and spec.eval_strategy != "no"
+    kwargs: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": spec.per_device_train_batch_size,
+        "per_device_eval_batch_size": spec.per_device_eval_batch_size,
+        "gradient_accumulation_steps": spec.gradient_accumulation_steps,
+        "eval_accumulation_steps": spec.eval_accumulation_steps,
+        "learning_rate": spec.learning_rate,
+        "weight_decay": spec.weight_decay,
+        "adam_beta1": spec.adam_beta1,
+        "adam_beta2": spec.adam_beta2,
+        "adam_epsilon": spec.adam_epsilon,
+        "max_grad_norm": spec.max_grad_norm,
+        "label_smoothing_factor": spec.label_smoothing_factor,
+        "neftune_noise_alpha": spec.neftune_noise_alpha,
+        "num_train_epochs": spec.num_train_epochs,
+        "max_steps": spec.max_steps,
+        "lr_scheduler_type": spec.lr_scheduler_type,
+        "lr_scheduler_kwargs": spec.lr_scheduler_kwargs or {},
+        # transformers 5 dropped its own AdamW ("adamw_hf"): torch's has the same update
+        "optim": "adamw_torch" if spec.optim == "adamw_hf" else spec.optim,
+        "optim_args": spec.optim_args,
+        "logging_steps": 1,  # every step goes to progress.jsonl
+        "save_strategy": spec.save_strategy,
+        "save_steps": spec.save_steps,
+        "save_total_limit": spec.save_total_limit,
+        "seed": spec.seed,
+        "data_seed": spec.data_seed,
+        "full_determinism": spec.full_determinism,
+        "bf16": precision == "bf16" and not spec.pure_bf16,
+        "fp16": precision == "fp16",
+        "gradient_checkpointing": spec.use_gradient_checkpointing,
+        "gradient_checkpointing_kwargs": {
+            "use_reentrant": bool(spec.use_reentrant_gc),
+            **(spec.gradient_checkpointing_kwargs or {}),
+        },
+        "report_to": [],
+        "disable_tqdm": True,
+        "remove_unused_columns": False,
+        "ddp_find_unused_parameters": bool(spec.ddp_find_unused_parameters),
+        "dataloader_drop_last": spec.dataloader_drop_last,
+        "use_cpu": use_cpu,
+        "dataloader_pin_memory": not use_cpu,
+        "eval_strategy": spec.eval_strategy if evaluates else "no",
+        # HF evaluates every logging step when eval_steps is unset: the spec's logging_steps, not ours
+        "eval_steps": spec.eval_steps or spec.logging_steps,
+        "eval_delay": spec.eval_delay,
+        "eval_on_start": spec.eval_on_start and evaluates,
+        "load_best_model_at_end": spec.load_best_model_at_end and evaluates,
+        "metric_for_best_model": spec.metric_for_best_model,
+        "greater_is_better": spec.greater_is_better,
+    }
+    if spec.tf32 is not None and not use_cpu and is_torch_tf32_available():
+        kwargs["tf32"] = spec.tf32  # TF32 exists on NVIDIA Ampere+ only; elsewhere the flag means nothing
+    if "train_sampling_strategy" in params:  # transformers 5
+        kwargs["train_sampling_strategy"] = (
+            "sequential"
+            if spec.disable_shuffling
+            else "group_by_length"
+            if spec.group_by_length
+            else "random"
+        )
+    else:
+        kwargs["group_by_length"] = spec.group_by_length
+    if "activation_checkpointing" in params:  # transformers >= 5.2 renamed gradient checkpointing
+        kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
+        kwargs["activation_checkpointing_kwargs"] = kwargs.pop("gradient_checkpointing_kwargs")
+    if spec.warmup_steps:
+        kwargs["warmup_steps"] = spec.warmup_steps
+    elif spec.warmup_ratio:
+        kwargs["warmup_ratio" if "warmup_ratio" in params else "warmup_steps"] = spec.warmup_ratio
+    ds_config = deepspeed_config(spec.deepspeed)
+    if ds_config is not None:
+        ds_config = json.loads(json.dumps(ds_config))  # a copy: HF fills in its "auto" values
+        offload = ds_config.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none")
+        if offload != "none" and "optimizer" not in ds_config:
+            # The Trainer's torch AdamW then steps the LoRA states on the CPU: a few million values,
+            # milliseconds, and no DeepSpeedCPUAdam op to JIT-compile on every worker.
+            ds_config.setdefault("zero_force_ds_cpu_optimizer", False)
+        kwargs["deepspeed"] = ds_config
+    if use_cpu and _world() > 1:
+        kwargs["ddp_backend"] = "gloo"
+    return TrainingArguments(**{k: v for k, v in kwargs.items() if k in params})
+
+
+def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    # A job's config is data: model code from the Hub runs only where the machine's owner allows it.
+    # Without that, a job that merely sets trust_remote_code still trains models transformers knows.
+    remote = spec.trust_remote_code and allow_remote_code
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    if precision == "fp16":
+        dtype = torch.float32 if not torch.cuda.is_available() else torch.float16
+    try:
+        hub = {"trust_remote_code": remote, "revision": spec.model_revision}
+        config = AutoConfig.from_pretrained(spec.model_name_or_path, **hub)
+        tokenizer = AutoTokenizer.from_pretrained(
+            spec.model_name_or_path,
+            use_fast=spec.use_fast_tokenizer,
+            split_special_tokens=spec.split_special_tokens,
+            **hub,
+        )
+        if spec.moe_aux_loss_coef is not None and hasattr(config, "router_aux_loss_coef"):
+            # LLaMA-Factory's MoE setting: train with the router's load-balancing loss at this weight
+            config.router_aux_loss_coef = spec.moe_aux_loss_coef
+            config.output_router_logits = True
+        model = AutoModelForCausalLM.from_pretrained(
+            spec.model_name_or_path, config=config, dtype=dtype, use_safetensors=True, **hub
+        )
+    except ValueError as exc:
+        if "trust_remote_code" not in str(exc):
+            raise
+        raise HipbotError(
+            f"model {spec.model_name_or_path!r} needs its own Python code (trust_remote_code), "
+            "which this machine does not allow",
+            hint="its owner can allow it with --allow-remote-code; or pick a model transformers supports natively",
+        ) from exc
+    except OSError as exc:
+        raise HipbotError(
+            f"cannot load model {spec.model_name_or_path!r}: {exc}".splitlines()[0],
+            hint="workers accept only safetensors weights: a local folder or a Hub name",
+        ) from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.use_cache = False
+    return model, tokenizer
+
+
+PISSA_INIT = "pissa_init"
+
+
+def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
+    """The trainable LoRA model: a new adapter, or the one in ``adapter_name_or_path`` to keep training.
+
+    A PiSSA adapter (``pissa_init``) starts from the base weights' principal components; its first
+    state is kept in ``output/pissa_init`` so that the result is saved as a plain LoRA (``_save_adapter``).
+    """
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if spec.adapter_name_or_path:
+        source = spec.adapter_name_or_path[0]
+        try:
+            model = PeftModel.from_pretrained(model, source, is_trainable=True)
+        except (OSError, ValueError) as exc:
+            raise HipbotError(
+                f"cannot load adapter_name_or_path {source!r}: {exc}".splitlines()[0],
+                hint="a LoRA adapter folder (adapter_config.json + adapter_model.safetensors) or a Hub name",
+            ) from exc
+        config = model.peft_config["default"]
+        if getattr(config, "peft_type", None) != "LORA" or config.r > VLLM_MAX_LORA_RANK or config.use_dora:
+            raise HipbotError(
+                f"adapter_name_or_path {source!r} is not a LoRA adapter vLLM can serve "
+                f"(type {config.peft_type}, rank {getattr(config, 'r', '?')}); continue a plain LoRA adapter"
+            )
+    else:
+        targets = "all-linear" if "all" in spec.lora_target else spec.lora_target
+        init: Any = True
+        if spec.pissa_init:
+            init = "pissa" if spec.pissa_iter == -1 else f"pissa_niter_{spec.pissa_iter}"
+        config = LoraConfig(
+            task_type="CAUSAL_LM",
+            r=spec.lora_rank,
+            lora_alpha=spec.alpha,
+            lora_dropout=spec.lora_dropout,
+            target_modules=targets,
+            use_rslora=spec.use_rslora,
+            init_lora_weights=init,
+        )
+        try:
+            model = get_peft_model(model, config)
+        except ValueError as exc:
+            raise HipbotError(f"lora_target {','.join(spec.lora_target)}: {exc}".splitlines()[0]) from exc
+        init_dir = output_dir / PISSA_INIT
+        if spec.pissa_init and _rank() == 0 and not (init_dir / "adapter_config.json").is_file():
+            model.save_pretrained(str(init_dir))
+    if spec.pure_bf16:
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.to(torch.bfloat16)
+    if spec.use_gradient_checkpointing:
+        model.enable_input_require_grads()
+    return model
+
+
+def _save_adapter(model: Any, spec: JobSpec, output_dir: Path) -> None:
+    """A PiSSA adapter is rewritten as the plain LoRA that makes the same change to the unmodified
+    base (rank 2r), which is what vLLM serves; any other adapter is already saved by the Trainer."""
+    if spec.pissa_init:
+        model.save_pretrained(
+            str(output_dir), path_initial_model_for_weight_conversion=str(output_dir / PISSA_INIT)
+        )
+
+
+def _trainer_class(spec: JobSpec) -> Any:
+    """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for."""
+    from transformers import Trainer
+
+    if spec.loraplus_lr_ratio is None:
+        return Trainer
+
+    class LoraPlusTrainer(Trainer):
+        def create_optimizer(self, model: Any = None) -> Any:
+            if self.optimizer is None:
+                from peft.optimizers import create_loraplus_optimizer
+
+                optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, self.model)
+                kwargs.pop("lr", None)
+                self.optimizer = create_loraplus_optimizer(
+                    self.model,
+                    optimizer_cls,
+                    lr=self.args.learning_rate,
+                    loraplus_lr_ratio=spec.loraplus_lr_ratio,
+                    loraplus_lr_embedding=spec.loraplus_lr_embedding,
+                    loraplus_weight_decay=self.args.weight_decay,
+                    **kwargs,
+                )
+            return self.optimizer
+
+    return LoraPlusTrainer
+
+
+def _plot(logged: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in logged]
+    losses = [h["loss"] for h in logged]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(steps, losses, marker="o" if len(steps) < 30 else None)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _reached_target(resume: str | None, spec: JobSpec) -> Any:
+    """The checkpoint's ``TrainerState`` when it already holds every step the spec asks for."""
+    if not resume:
+        return None
+    from transformers import TrainerState
+
+    state = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json"))
+    if spec.max_steps > 0:
+        return state if state.global_step >= spec.max_steps else None
+    return state if (state.epoch or 0) >= spec.num_train_epochs else None
+
+
+def train(job_dir: Path | str) -> dict[str, Any]:
+    """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
+    import torch
+    from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
+
+    from hipbot.jobs.finetune.datasets import build_examples
+    from hipbot.jobs.finetune.gpu import detect
+
+    job_dir = Path(job_dir)
+    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    spec = JobSpec.model_validate(job["spec"])
+    output_dir = Path(job["output_dir"])
+    use_cpu = job.get("device") == "cpu" or not torch.cuda.is_available()
+    info = detect()
+    precision = spec.precision(bf16_supported=(not use_cpu and info.bf16))
+    if use_cpu and precision == "fp16":
+        precision = "fp32"
+    rank, world = _rank(), _world()
+    set_seed(spec.seed)
+    args = _training_arguments(spec, output_dir, precision, use_cpu)
+    model, tokenizer = _load_model(spec, precision, job.get("allow_remote_code", False))
+    model = _lora(model, spec, output_dir)
+    examples = build_examples(spec, tokenizer, job["dataset_dir"])
+    log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
+
+    collator = _Collator(tokenizer.pad_token_id)
+
+    class Progress(TrainerCallback):
+        """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
+
+        def __init__(self) -> None:
+            self.t0 = time.perf_counter()
+            self.last_t = self.t0
+            self.last_tokens = 0
+            self.start_step = 0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.start_step = state.global_step
+            self.t0 = self.last_t = time.perf_counter()
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            if not logs or "loss" not in logs:
+                return
+            now = time.perf_counter()
+            tokens = collator.tokens - self.last_tokens
+            done = max(1, state.global_step - self.start_step)
+            eta = (now - self.t0) / done * max(0, state.max_steps - state.global_step)
+            line = {
+                "step": state.global_step,
+                "max_steps": state.max_steps,
+                "epoch": round(state.epoch or 0.0, 4),
+                "loss": logs.get("loss"),
+                "lr": logs.get("learning_rate"),
+                "grad_norm": logs.get("grad_norm"),
+                "tokens_per_second": round(tokens * world / max(now - self.last_t, 1e-9), 1),
+                "eta_seconds": round(eta, 1),
+                "time": time.time(),
+            }
+            self.last_t, self.last_tokens = now, collator.tokens
+            with log_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+
+    callbacks: list[Any] = [Progress()]
+    if spec.early_stopping_steps:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=spec.early_stopping_steps))
+    trainer = _trainer_class(spec)(
+        model=model,
+        args=args,
+        train_dataset=examples.train,
+        eval_dataset=examples.eval or None,
+        data_collator=collator,
+        callbacks=callbacks,
+    )
+    resume = None
+    if spec.resume_from_checkpoint not in (None, False):
+        resume = spec.resume_from_checkpoint if isinstance(spec.resume_from_checkpoint, str) else True
+        if resume is True:
+            resume = str(last_checkpoint(output_dir)) if last_checkpoint(output_dir) else None
+    elif last_checkpoint(output_dir) is not None and (job.get("resume") or not spec.overwrite_output_dir):
+        # A restarted job continues where it stopped (LLaMA-Factory's rule: unless overwrite_output_dir).
+        resume = str(last_checkpoint(output_dir))
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    finished = _reached_target(resume, spec)
+    if finished is None:
+        result = trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(str(output_dir))
+        if trainer.is_world_process_zero():
+            _save_adapter(trainer.model, spec, output_dir)
+        state, training_loss = trainer.state, result.training_loss
+    else:
+        # The run already reached its target (the worker died while uploading the adapter): a
+        # resumed Trainer would take one more step, so the checkpoint's adapter is the result.
+        state = finished
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            if not (Path(resume) / name).is_file():
+                raise HipbotError(f"{Path(resume).name} holds no {name}: cannot finish the job from it")
+            if trainer.is_world_process_zero():
+                shutil.copy2(Path(resume) / name, output_dir / name)
+        if spec.pissa_init and trainer.is_world_process_zero():
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(model, load_file(str(Path(resume) / "adapter_model.safetensors")))
+            _save_adapter(model, spec, output_dir)
+        training_loss = None
+    elapsed = time.perf_counter() - started
+    metrics: dict[str, Any] = {}
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        # The trainer state carries the log of earlier attempts too, so a resumed job reports and
+        # plots the whole run.
+        logged = [
+            {"step": h["step"], "loss": h["loss"]} for h in state.log_history if h.get("loss") is not None
+        ]
+        losses = [h["loss"] for h in logged]
+        steps_run = max(1, state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0))
+        metrics = {
+            "global_step": state.global_step,
+            "resumed_from": resume and Path(resume).name,
+            "train_loss": training_loss if training_loss is not None else sum(losses) / max(1, len(losses)),
+            "first_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+            "train_runtime_s": round(elapsed, 2),
+            "ms_per_step": round(1000 * elapsed / steps_run, 1),
+            "tokens_per_second": round(collator.tokens * _world() / max(elapsed, 1e-9), 1),
+            "train_examples": len(examples.train),
+            "skipped_records": examples.skipped,
+            "precision": precision,
+            "deepspeed": spec.deepspeed,
+            "gradient_checkpointing": spec.use_gradient_checkpointing,
+            "world_size": _world(),
+            "device": info.describe() if not use_cpu else "cpu",
+            "peak_memory_gib": (
+                round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
+            ),
+            "peak_reserved_gib": (
+                round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None
+            ),
+        }
+        if examples.eval and finished is None:
+            metrics["eval"] = trainer.evaluate()
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+        if logged:
+            _plot(logged, output_dir / "loss.png")
+        (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
+    return metrics
+
+
+def read_progress(job_dir: Path | str) -> list[dict[str, Any]]:
+    path = Path(job_dir) / PROGRESS_FILE
+    if not path.is_file():
+        return []
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except ValueError:
+            continue  # a line being written right now
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hipbot.jobs.finetune.trainer JOB_DIR``: a user error goes to result.json and exit status 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    argv = [a for a in argv if not a.startswith(("--local_rank", "--local-rank"))]  # deepspeed launcher
+    if len(argv) != 1:
+        print("usage: python -m hipbot.jobs.finetune.trainer JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(argv[0])
+    try:
+        train(job_dir)
+    except HipbotError as exc:
+        if _rank() == 0:
+            (job_dir / RESULT_FILE).write_text(json.dumps({"ok": False, "error": str(exc)}), encoding="utf-8")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

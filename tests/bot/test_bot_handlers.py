@@ -1,0 +1,217 @@
+"""The command handlers, called as the CLI console and Discord call them: no Discord involved.
+
+/ask runs on the real corpus, ingested once per session (the ``ingested_docs`` fixture).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hipbot.bot import handlers
+from hipbot.bot.handlers import Context
+from hipbot.bot.permissions import Actor
+from hipbot.bot.state import BotState
+from hipbot.config import Settings, load_settings
+from hipbot.errors import HipbotError
+
+KERNEL = """#include <cuda_runtime.h>
+__global__ void reduce(const float* in, float* out) {
+  float v = in[threadIdx.x];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffff, v, o);
+  if (threadIdx.x % 32 == 0) atomicAdd(out, v);
+}
+int main() { float* p; cudaMalloc(&p, 4); reduce<<<1, 64>>>(p, p); cudaFree(p); }
+"""
+
+
+@pytest.fixture
+def docs_settings(ingested_docs) -> Settings:
+    """The real corpus, ingested once per test session (tests/fixtures_docs.py)."""
+    return ingested_docs.settings
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Context:
+    settings = load_settings(env={}, home=tmp_path / "home")
+    return Context(settings=settings, state=BotState.open(settings.database))
+
+
+def member(state: BotState, settings: Settings, user_id: int = 5, **kw) -> Context:
+    return Context(settings=settings, state=state, actor=Actor(user_id=user_id, guild_id=77, **kw))
+
+
+# -- /ask -----------------------------------------------------------------------------------------
+
+
+def test_ask_lookup_embed_sources_buttons_and_votes(docs_settings: Settings, tmp_path: Path) -> None:
+    state = BotState.open(tmp_path / "bot.db")
+    ctx = Context(settings=docs_settings, state=state)
+    reply = handlers.ask(ctx, "what replaces cudaMemcpyToSymbolAsync?")
+    [embed] = reply.embeds
+    assert "hipMemcpyToSymbolAsync" in embed.description
+    assert embed.links and embed.links[0].url.startswith("https://github.com/ROCm/HIPIFY/")
+    assert "CUDA_Runtime_API_functions_supported_by_HIP.md" in embed.links[0].label
+    ids = [b.custom_id for b in reply.buttons]
+    answer_id = reply.meta["answer_id"]
+    assert f"hipbot:vote:up:{answer_id}" in ids and f"hipbot:vote:down:{answer_id}" in ids
+    vote = handlers.press(ctx, f"hipbot:vote:up:{answer_id}")
+    assert vote.ephemeral and "👍 1" in vote.text
+    [row] = state.voted_answers()
+    assert row["question"] == "what replaces cudaMemcpyToSymbolAsync?"
+    assert "hipMemcpyToSymbolAsync" in row["answer"]["answer"] and row["score"] == 1
+
+
+def test_ask_more_sources_button(docs_settings: Settings, tmp_path: Path) -> None:
+    ctx = Context(settings=docs_settings, state=BotState.open(tmp_path / "bot.db"))
+    reply = handlers.ask(ctx, "why are __shfl_*_sync functions not working on the HIP platform?")
+    assert reply.embeds[0].links
+    more = [b for b in reply.buttons if b.custom_id.startswith("hipbot:sources:")]
+    assert more, "a conceptual answer retrieves more than three passages"
+    listed = handlers.press(ctx, more[0].custom_id)
+    assert listed.ephemeral and len(listed.embeds[0].links) > handlers.SOURCES_SHOWN
+    assert all(link.url.startswith("https://github.com/ROCm/") for link in listed.embeds[0].links)
+
+
+def test_ask_in_a_thread_keeps_context(docs_settings: Settings, tmp_path: Path) -> None:
+    state = BotState.open(tmp_path / "bot.db")
+    ctx = Context(settings=docs_settings, state=state, thread_id=999)
+    handlers.ask(ctx, "what replaces cudaMemcpyToSymbolAsync?")
+    follow = handlers.ask(ctx, "and which HIP version added it?")
+    assert "hipMemcpyToSymbolAsync" in follow.embeds[0].description
+    history = state.thread_history(999)
+    assert [h["question"] for h in history][-1] == "and which HIP version added it?"
+    assert (
+        "follow-up to: what replaces cudaMemcpyToSymbolAsync?"
+        in state.answer(follow.meta["answer_id"])["context"]
+    )
+
+
+def test_ask_errors_and_cooldown(docs_settings: Settings, tmp_path: Path) -> None:
+    state = BotState.open(tmp_path / "bot.db")
+    ctx = member(state, docs_settings)
+    with pytest.raises(HipbotError, match="empty"):
+        handlers.ask(ctx, "   ")
+    with pytest.raises(HipbotError, match="limit is 2000"):
+        handlers.ask(ctx, "x" * 2001)
+    handlers.ask(ctx, "what replaces cudaFree?")
+    reply = handlers.safe(handlers.ask, ctx, "what replaces cudaMalloc?")
+    assert reply.ephemeral and "cooling down" in reply.text
+
+
+def test_ask_before_ingest_says_what_to_run(ctx: Context) -> None:
+    reply = handlers.safe(handlers.ask, ctx, "what replaces cudaMalloc?")
+    assert reply.ephemeral and "hipbot ingest" in reply.text
+
+
+# -- /hipify and convert ----------------------------------------------------------------------------
+
+
+def test_hipify_inline_with_report_and_lints(ctx: Context) -> None:
+    reply = handlers.hipify(ctx, KERNEL)
+    assert reply.text.startswith("```cpp\n#include <hip/hip_runtime.h>")
+    assert "hipMalloc(&p, 4)" in reply.text and not reply.attachments
+    [report] = reply.embeds
+    fields = {f.name: f.value for f in report.fields}
+    assert any(name.startswith("Not converted") and "__shfl_down_sync" in v for name, v in fields.items())
+    lint_text = " ".join(fields)
+    assert "AMD" in lint_text  # wave64 lints (lane mask, % 32) are listed by id
+
+
+def test_hipify_attachment_long_output_as_file(ctx: Context) -> None:
+    code = "#include <cuda_runtime.h>\n" + "".join(
+        f"__global__ void k{i}(float* p) {{ p[threadIdx.x] += {i}; }}\nvoid f{i}(float* p) {{ cudaMalloc(&p, {i}); k{i}<<<1, 64>>>(p); cudaFree(p); }}\n"
+        for i in range(150)
+    )
+    reply = handlers.hipify(ctx, attachment=("big.cu", code.encode()))
+    assert reply.text == ""
+    [file] = reply.attachments
+    assert file.name == "big.hip" and b"hipFree(p)" in file.data and b"cudaFree" not in file.data
+    header = handlers.hipify(
+        ctx.__class__(settings=ctx.settings, state=ctx.state), attachment=("k.cuh", b"cudaStream_t s;")
+    )
+    assert "hipStream_t s;" in header.text and header.embeds[0].title == "hipify report: k.cuh"
+
+
+def test_hipify_bad_inputs(ctx: Context) -> None:
+    for attachment, message in (
+        (("a.txt", b"x"), "not a source file"),
+        (("a.cu", b"\x00\x01binary"), "binary"),
+        (("a.cu", "é".encode("latin-1")), "UTF-8"),
+        (("a.cu", b"x" * (handlers.MAX_CODE_BYTES + 1)), "KiB"),
+    ):
+        with pytest.raises(HipbotError, match=message):
+            handlers.hipify(ctx, attachment=attachment)
+    with pytest.raises(HipbotError, match="no code"):
+        handlers.hipify(ctx, "  ")
+
+
+@pytest.mark.hipcc
+def test_hipify_with_arch_runs_hipcc(ctx: Context) -> None:
+    reply = handlers.hipify(ctx, KERNEL.replace("0xffffffff", "0xffffffffffffffffULL"), arch="gfx90a")
+    compile_embed = reply.embeds[-1]
+    assert compile_embed.title == "hipcc --offload-arch=gfx90a"
+    assert compile_embed.description
+
+
+def test_extract_code_blocks_any_tag() -> None:
+    text = "see\n```cuda\ncudaMalloc(&p, n);\n```\nand\n```c++\ncudaFree(p);\n```\n```\nint x;\n```"
+    blocks = handlers.extract_code_blocks(text)
+    assert [lang for lang, _ in blocks] == ["cuda", "c++", ""]
+    assert blocks[0][1].strip() == "cudaMalloc(&p, n);"
+    # An unclosed fence (message cut by Discord's limit) still yields its code.
+    assert handlers.extract_code_blocks("```cu\ncudaFree(p);")[0][1].strip() == "cudaFree(p);"
+
+
+def test_convert_message_blocks_attachments_and_refusal(ctx: Context) -> None:
+    reply = handlers.convert_message(
+        ctx, "help:\n```cpp\ncudaMalloc(&p, n);\n```\n```cuda\ncudaFree(p);\n```"
+    )
+    assert "hipMalloc(&p, n);" in reply.text and "hipFree(p);" in reply.text and "help:" not in reply.text
+    ctx2 = Context(settings=ctx.settings, state=ctx.state)
+    from_file = handlers.convert_message(ctx2, "see attached", [("k.cu", b"cudaDeviceReset();")])
+    assert "hipDeviceReset();" in from_file.text
+    with pytest.raises(HipbotError, match="no code block"):
+        handlers.convert_message(ctx2, "just chatting")
+
+
+def test_mention_routes_code_to_convert_and_text_to_ask(ctx: Context) -> None:
+    reply = handlers.mention(ctx, "<@123> ```cuda\ncudaDeviceSynchronize();\n```")
+    assert "hipDeviceSynchronize();" in reply.text
+    assert handlers.mention(ctx, "<@123>").embeds[0].title == "hipbot commands"
+    with pytest.raises(HipbotError, match="hipbot ingest"):
+        handlers.mention(ctx, "<@!123> what replaces cudaMalloc?")
+
+
+# -- /config and buttons --------------------------------------------------------------------------
+
+
+def test_config_view_change_and_validation(ctx: Context) -> None:
+    admin = Context(
+        settings=ctx.settings, state=ctx.state, actor=Actor(user_id=1, guild_id=77, guild_admin=True)
+    )
+    shown = handlers.config(admin)
+    assert shown.ephemeral and shown.embeds[0].title == "Settings of this server"
+    changed = handlers.config(
+        admin, finetune_roles="trainers, @ml", max_daily_per_user="4", notice_channel_id="<#42>"
+    )
+    assert changed.embeds[0].title == "Settings updated"
+    config = ctx.state.guild_config(77)
+    assert config.finetune_roles == ["trainers", "ml"] and config.max_daily_per_user == 4
+    assert config.notice_channel_id == 42
+    with pytest.raises(HipbotError, match="unknown setting"):
+        handlers.config(admin, colour="red")
+    with pytest.raises(HipbotError, match="0 or more"):
+        handlers.config(admin, max_daily_per_user="-1")
+    user = member(ctx.state, ctx.settings)
+    with pytest.raises(HipbotError, match="for admins"):
+        handlers.config(user, max_daily_per_user="9")
+    assert [e["action"] for e in ctx.state.audit_log(guild_id=77)] == ["config"]
+
+
+def test_unknown_button(ctx: Context) -> None:
+    with pytest.raises(HipbotError, match="not one the bot knows"):
+        handlers.press(ctx, "hipbot:nope")
+    with pytest.raises(HipbotError, match="not in the database"):
+        handlers.press(ctx, "hipbot:vote:up:12345")
