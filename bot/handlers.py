@@ -246,7 +246,7 @@ def hipify(
 
 
 def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
-    from hipbot.agents.hipify.translate import translate as translator
+    from hipbot.agents.hipify import translate as translator
 
     result = translator.translate(code, translator.HipifyOptions(), filename=filename)
     if result.report.errors:
@@ -255,7 +255,7 @@ def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
     text, files = code_reply_parts(result.text, out_name)
     embeds = [_report_embed(result.report.to_dict(), [lint.to_dict() for lint in result.lints], out_name)]
     if arch:
-        from hipbot.agents.hipify.translate import compile_check
+        from hipbot.agents.hipify import compile_check
 
         embeds.append(_compile_embed(compile_check.check(result.text, arch), arch))
     return Reply(text=text, embeds=embeds, attachments=files, meta={"hip": result.text})

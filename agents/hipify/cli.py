@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hipbot.agents.hipify.translate import translate as hipify_lib
+from hipbot.agents.hipify import translate as hipify_lib
 from hipbot.errors import HipbotError
 
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
@@ -388,7 +388,7 @@ def compile_check_args(
     include_dirs: tuple[str, ...], defines: tuple[str, ...], clang_args: list[str]
 ) -> tuple[list[str], list[str]]:
     """(include folders, other hipcc arguments) for --check from -I/-D and what follows ``--``."""
-    from hipbot.agents.hipify.translate import compile_check
+    from hipbot.agents.hipify import compile_check
 
     passed = compile_check.compiler_args(clang_args)
     clang_includes = [a[2:] for a in passed if a.startswith("-I")]
@@ -404,7 +404,7 @@ def _run_check(
     check_args: tuple[list[str], list[str]] = ([], []),
     where: Path | None = None,
 ):
-    from hipbot.agents.hipify.translate import compile_check
+    from hipbot.agents.hipify import compile_check
 
     include_dirs, extra = check_args
     if where is not None:
@@ -434,7 +434,7 @@ def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
     """Show the mapping rows of CUDA (or HIP/roc) names, e.g. cudaMemcpyToSymbol."""
     from dataclasses import asdict
 
-    from hipbot.agents.hipify.translate import mappings as mp
+    from hipbot.agents.hipify import mappings as mp
 
     table = mp.load()
     found = []
@@ -461,7 +461,7 @@ def mappings_info() -> None:
     """Where the bundled data comes from: upstream commit, ref, license, row counts."""
     from collections import Counter
 
-    from hipbot.agents.hipify.translate import mappings as mp
+    from hipbot.agents.hipify import mappings as mp
 
     table = mp.load()
     meta = table.meta
@@ -488,7 +488,7 @@ def mappings_info() -> None:
 )
 def mappings_update(docs: Path | None, download: bool, ref: str | None, output: Path | None) -> None:
     """Regenerate the mapping data file from HIPIFY's tables (--docs PATH or --download --ref REF)."""
-    from hipbot.agents.hipify.translate import mappings as mp
+    from hipbot.agents.hipify import mappings as mp
 
     if bool(docs) == bool(download):
         raise HipbotError("give exactly one of --docs PATH or --download --ref REF")

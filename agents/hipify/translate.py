@@ -1161,7 +1161,7 @@ def translate(source: str, options: HipifyOptions | None = None, filename: str =
     text = translator.run()
     result = HipifyResult(text, translator.report)
     if options.lint:
-        from hipbot.agents.hipify.translate import lints
+        from hipbot.agents.hipify import lints
 
         result.lints = lints.lint_translation(source, text, filename)
     return result

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hipbot.agents.hipify.translate import HipifyOptions, pp_blocks, translate
+from hipbot.agents.hipify import pp_blocks
+from hipbot.agents.hipify.translate import HipifyOptions, translate
 from hipbot.cli import main
 
 SKIP = HipifyOptions(skip_excluded_blocks=True, hip_kernel_execution_syntax=True, lint=False)

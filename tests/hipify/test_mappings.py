@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hipbot.agents.hipify.translate import mappings
+from hipbot.agents.hipify import mappings
 from hipbot.cli import main
 from hipbot.errors import HipbotError
 
