@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hipbot.agents.docs.answers import Answer, Answerer, dedupe_sources, get_answerer, trim
+from hipbot.agents.docs.answers import Answer, Answerer, get_answerer
+from hipbot.agents.docs.compose import dedupe_sources, trim
 from hipbot.agents.docs.retrieval import expand_query, query_terms
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError

@@ -11,8 +11,6 @@ import hashlib
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,7 +19,21 @@ from tqdm import tqdm
 
 from hipbot.agents.docs import source as docs_source
 from hipbot.agents.docs.parse import Chunk, parse_file, segment_spans
-from hipbot.agents.docs.store import open_docs_db, replace_apis, set_meta, vectors_to_blob
+from hipbot.agents.docs.store import (
+    Segment,
+    counts,
+    delete_document,
+    document_digests,
+    drop_unused_embeddings,
+    insert_document,
+    open_docs_db,
+    pending_texts,
+    replace_apis,
+    save_embeddings,
+    set_document_url,
+    set_meta,
+    transaction,
+)
 from hipbot.agents.hipify.mappings import parse_tables
 from hipbot.config import Settings, load_settings
 from hipbot.db import utcnow
@@ -63,17 +75,6 @@ def segment_hash(title: str, section: str, piece: str) -> str:
     return hashlib.sha256(f"segment\x00{passage_text(title, section, piece)}".encode()).hexdigest()
 
 
-@contextmanager
-def _transaction(db: sqlite_utils.Database) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
 def ingest(
     settings: Settings | None = None,
     docs: Path | None = None,
@@ -88,7 +89,7 @@ def ingest(
     refs = docs_source.commits(root)
     db = open_docs_db(settings.database)
     try:
-        existing = {row[0]: row[1] for row in db.execute("SELECT path, sha256 FROM docs_documents")}
+        existing = document_digests(db)
         changed = 0
         tables_changed = False
         seen: set[str] = set()
@@ -99,28 +100,25 @@ def ingest(
             digest = hashlib.sha256(PARSER_VERSION.encode() + b"\0" + raw).hexdigest()
             url = docs_source.upstream_url(rel, refs)
             if existing.get(rel) == digest:
-                db.execute("UPDATE docs_documents SET url = ? WHERE path = ?", [url, rel])
+                set_document_url(db, rel, url)
                 continue
             chunks = parse_file(path, rel)
             _store_document(db, rel, url, digest, len(raw), chunks)
             changed += 1
             tables_changed = tables_changed or "/tables/" in rel
         removed = [rel for rel in existing if rel not in seen]
-        with _transaction(db):
+        with transaction(db):
             for rel in removed:
-                _delete_document(db, rel)
-        api_rows = db["docs_apis"].count
+                delete_document(db, rel)
+        api_rows = counts(db).api_rows
         if tables_changed or removed or not api_rows:
             tables = root / "HIPIFY" / "docs" / "tables"
             rows = parse_tables(tables, root)
-            with _transaction(db):
+            with transaction(db):
                 api_rows = replace_apis(db, rows)
         embedded = _embed_missing(db, settings.embedding_model, progress)
-        with _transaction(db):
-            db.execute(
-                "DELETE FROM docs_embeddings WHERE hash NOT IN"
-                " (SELECT hash FROM docs_chunks UNION SELECT hash FROM docs_segments)"
-            )
+        with transaction(db):
+            drop_unused_embeddings(db)
             set_meta(
                 db,
                 {
@@ -131,14 +129,15 @@ def ingest(
                     **{f"commit:{top}": commit for top, commit in refs.items()},
                 },
             )
+        total = counts(db)
         return IngestSummary(
             corpus=str(root),
             database=str(settings.database),
             model=settings.embedding_model,
-            documents=db["docs_documents"].count,
+            documents=total.documents,
             changed=changed,
             removed=len(removed),
-            chunks=db["docs_chunks"].count,
+            chunks=total.chunks,
             api_rows=api_rows,
             embedded=embedded,
             seconds=round(time.perf_counter() - start, 2),
@@ -149,86 +148,32 @@ def ingest(
         db.conn.close()
 
 
-def _delete_document(db: sqlite_utils.Database, rel: str) -> None:
-    row = db.execute("SELECT id FROM docs_documents WHERE path = ?", [rel]).fetchone()
-    if row is None:
-        return
-    db.execute(
-        "DELETE FROM docs_fts WHERE rowid IN (SELECT id FROM docs_chunks WHERE document_id = ?)", [row[0]]
-    )
-    db.execute(
-        "DELETE FROM docs_segments WHERE chunk_id IN (SELECT id FROM docs_chunks WHERE document_id = ?)",
-        [row[0]],
-    )
-    db.execute("DELETE FROM docs_chunks WHERE document_id = ?", [row[0]])
-    db.execute("DELETE FROM docs_documents WHERE id = ?", [row[0]])
-
-
 def _store_document(
     db: sqlite_utils.Database, rel: str, url: str, digest: str, size: int, chunks: list[Chunk]
 ) -> None:
     title = chunks[0].title if chunks else Path(rel).stem
-    with _transaction(db):
-        _delete_document(db, rel)
-        cursor = db.execute(
-            "INSERT INTO docs_documents (path, title, url, sha256, bytes, chunks, ingested_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [rel, title, url, digest, size, len(chunks), utcnow()],
+    parts = [
+        (
+            chunk,
+            [
+                Segment(a, b, segment_hash(title, chunk.section, chunk.text[a:b]))
+                for a, b in segment_spans(chunk.text)
+            ]
+            if chunk.kind == "prose"
+            else [],
         )
-        doc_id = cursor.lastrowid
-        for ord_, chunk in enumerate(chunks):
-            cursor = db.execute(
-                "INSERT INTO docs_chunks (document_id, ord, kind, section, text, names, hash)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    doc_id,
-                    ord_,
-                    chunk.kind,
-                    chunk.section,
-                    chunk.text,
-                    " ".join(chunk.names),
-                    chunk.content_hash,
-                ],
-            )
-            chunk_id = cursor.lastrowid
-            db.execute(
-                "INSERT INTO docs_fts (rowid, section, body, names) VALUES (?, ?, ?, ?)",
-                [chunk_id, chunk.section, chunk.embed_text, " ".join(chunk.names)],
-            )
-            if chunk.kind == "prose":
-                db.conn.executemany(
-                    "INSERT INTO docs_segments (chunk_id, start, end, hash) VALUES (?, ?, ?, ?)",
-                    [
-                        (chunk_id, a, b, segment_hash(title, chunk.section, chunk.text[a:b]))
-                        for a, b in segment_spans(chunk.text)
-                    ],
-                )
+        for chunk in chunks
+    ]
+    with transaction(db):
+        delete_document(db, rel)
+        insert_document(db, rel, title, url, digest, size, parts)
 
 
 def _embed_missing(db: sqlite_utils.Database, model: str, progress: bool) -> int:
     """Embed prose passages and their sentence-sized segments that have no vector for ``model``
     yet. API rows are found by name and BM25 instead: a dense vector of one table row adds little
     and would triple the ingest time."""
-    pending = [
-        (h, passage_text(title, section, text))
-        for h, title, section, text in db.execute(
-            "SELECT c.hash, d.title, c.section, c.text FROM docs_chunks c"
-            " JOIN docs_documents d ON d.id = c.document_id"
-            " LEFT JOIN docs_embeddings e ON e.hash = c.hash AND e.model = ?"
-            " WHERE c.kind = 'prose' AND e.hash IS NULL GROUP BY c.hash",
-            [model],
-        )
-    ]
-    pending += [
-        (h, passage_text(title, section, text[start:end]))
-        for h, title, section, text, start, end in db.execute(
-            "SELECT s.hash, d.title, c.section, c.text, s.start, s.end FROM docs_segments s"
-            " JOIN docs_chunks c ON c.id = s.chunk_id JOIN docs_documents d ON d.id = c.document_id"
-            " LEFT JOIN docs_embeddings e ON e.hash = s.hash AND e.model = ?"
-            " WHERE e.hash IS NULL GROUP BY s.hash",
-            [model],
-        )
-    ]
+    pending = [(p.hash, passage_text(p.title, p.section, p.text)) for p in pending_texts(db, model)]
     if not pending:
         return 0
     from hipbot.agents.docs.embeddings import get_embedder
@@ -236,12 +181,6 @@ def _embed_missing(db: sqlite_utils.Database, model: str, progress: bool) -> int
     embedder = get_embedder(model)
     with tqdm(total=len(pending), desc="embed", unit="text", disable=not progress) as bar:
         vectors = embedder.encode([text for _, text in pending], on_batch=bar.update)
-    with _transaction(db):
-        db.conn.executemany(
-            "INSERT OR REPLACE INTO docs_embeddings (hash, model, dim, vector) VALUES (?, ?, ?, ?)",
-            [
-                (h, model, embedder.dim, vectors_to_blob(v))
-                for (h, _), v in zip(pending, vectors, strict=True)
-            ],
-        )
+    with transaction(db):
+        save_embeddings(db, model, embedder.dim, ((h, v) for (h, _), v in zip(pending, vectors, strict=True)))
     return len(pending)

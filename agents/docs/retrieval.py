@@ -18,7 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from hipbot.agents.docs.store import blob_to_vector
+from hipbot.agents.docs.store import (
+    blob_to_vector,
+    chunk_vectors,
+    load_chunks,
+    prose_texts,
+    search_api_rows,
+    search_text,
+    segment_vectors,
+)
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
@@ -354,28 +362,16 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def _fts_query(terms: list[str]) -> str:
-    return " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
-
-
 class Retriever:
     """Holds the dense matrix in memory; one instance serves many questions."""
 
     def __init__(self, db: sqlite_utils.Database, model: str) -> None:
         self.db = db
         self.model = model
-        rows = db.execute(
-            "SELECT c.id, e.vector FROM docs_chunks c JOIN docs_embeddings e"
-            " ON e.hash = c.hash AND e.model = ? WHERE c.kind = 'prose' ORDER BY c.id",
-            [model],
-        ).fetchall()
+        rows = chunk_vectors(db, model)
         self.ids = np.array([r[0] for r in rows], dtype=np.int64)
         self.matrix = _stack(r[1] for r in rows)
-        segments = db.execute(
-            "SELECT s.chunk_id, s.start, s.end, e.vector FROM docs_segments s JOIN docs_embeddings e"
-            " ON e.hash = s.hash AND e.model = ? ORDER BY s.chunk_id, s.start",
-            [model],
-        ).fetchall()
+        segments = segment_vectors(db, model)
         self.segment_chunks = np.array([r[0] for r in segments], dtype=np.int64)
         self.segment_spans = [(r[1], r[2]) for r in segments]
         self.segment_matrix = _stack(r[3] for r in segments)
@@ -383,8 +379,8 @@ class Retriever:
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
         self.prose_count = 0
-        for (text,) in db.execute("SELECT section || ' ' || text FROM docs_chunks WHERE kind = 'prose'"):
-            self.df.update({w.lower() for w in _WORD.findall(text)})
+        for section, text in prose_texts(db):
+            self.df.update({w.lower() for w in _WORD.findall(f"{section} {text}")})
             self.prose_count += 1
 
     @property
@@ -413,12 +409,7 @@ class Retriever:
     def bm25(self, terms: list[str], kind: str = "prose", limit: int = 50) -> list[int]:
         if not terms:
             return []
-        rows = self.db.execute(
-            "SELECT f.rowid FROM docs_fts f JOIN docs_chunks c ON c.id = f.rowid"
-            " WHERE docs_fts MATCH ? AND c.kind = ? ORDER BY bm25(docs_fts, 2.0, 1.0, 5.0) LIMIT ?",
-            [_fts_query(terms), kind, limit],
-        ).fetchall()
-        return [r[0] for r in rows]
+        return search_text(self.db, terms, kind, limit)
 
     def dense(self, query: np.ndarray, limit: int = 50) -> tuple[list[int], dict[int, tuple[int, int]]]:
         """Chunks ranked by the better of their own cosine and their best segment's, and the span of
@@ -442,14 +433,8 @@ class Retriever:
         """Prose chunks that mention any of ``names``, and the mapping-table rows of those names."""
         if not names:
             return [], []
-        query = _fts_query(names)
         prose = self.bm25([n.lower() for n in names], "prose", limit)
-        rows = self.db.execute(
-            "SELECT f.rowid FROM docs_fts f JOIN docs_chunks c ON c.id = f.rowid"
-            " WHERE docs_fts MATCH ? AND c.kind = 'api_row' ORDER BY bm25(docs_fts, 0.0, 0.0, 1.0) LIMIT ?",
-            [f"names : ({query})", limit],
-        ).fetchall()
-        return prose, [r[0] for r in rows]
+        return prose, search_api_rows(self.db, names, limit)
 
     def search(self, question: str, k: int = 5, identifiers: list[str] | None = None) -> list[Passage]:
         """The ``k`` best passages for a question, fused from BM25, dense and identifier lists."""
@@ -488,27 +473,29 @@ class Retriever:
             batch = ranked[start : start + 4 * k]
             if not batch:
                 break
-            marks = ",".join("?" for _ in batch)
-            rows = {
-                r[0]: r
-                for r in self.db.execute(
-                    "SELECT c.id, d.path, d.title, c.section, d.url, c.text, c.kind, c.names"
-                    f" FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
-                    batch,
-                ).fetchall()
-            }
+            rows = load_chunks(self.db, batch)
             for chunk_id in batch:
                 row = rows.get(chunk_id)
                 if row is None:
                     continue
-                names = tuple(row[7].split())
-                if row[6] == "api_row":
-                    key = (row[3], names[0] if names else "")
+                if row.kind == "api_row":
+                    key = (row.section, row.names[0] if row.names else "")
                     if key in seen_rows:
                         continue
                     seen_rows.add(key)
                 out.append(
-                    Passage(*row[:7], names=names, score=scores[chunk_id], focus=(focus or {}).get(chunk_id))
+                    Passage(
+                        row.id,
+                        row.path,
+                        row.title,
+                        row.section,
+                        row.url,
+                        row.text,
+                        row.kind,
+                        names=row.names,
+                        score=scores[chunk_id],
+                        focus=(focus or {}).get(chunk_id),
+                    )
                 )
                 if len(out) >= k:
                     return out
