@@ -14,6 +14,10 @@ from hipbot.errors import HipbotError
 # name -> ("module:attribute", one-line help shown by `hipbot --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "hipify": ("hipbot.agents.hipify.cli:hipify", "Translate CUDA source to HIP, with AMD porting lints."),
+    "port": (
+        "hipbot.agents.port.cli:port",
+        "Port a whole CUDA project to HIP and repair it until it compiles for AMD.",
+    ),
     "mappings": (
         "hipbot.agents.hipify.cli:mappings",
         "Show or regenerate the bundled CUDA->HIP mapping data.",
