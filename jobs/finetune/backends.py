@@ -26,7 +26,7 @@ class LocalJobs:
 
     def get(self, job_id: int) -> dict[str, Any]:
         with self.lock:
-            return self.queue.get(job_id).as_dict()
+            return self.queue.get(job_id).info().model_dump()
 
     def list(
         self,
@@ -38,12 +38,13 @@ class LocalJobs:
     ) -> list[dict[str, Any]]:
         with self.lock:
             return [
-                j.as_dict() for j in self.queue.list(owner=owner, guild=guild, states=states, limit=limit)
+                j.info().model_dump()
+                for j in self.queue.list(owner=owner, guild=guild, states=states, limit=limit)
             ]
 
     def cancel(self, job_id: int) -> dict[str, Any]:
         with self.lock:
-            return self.queue.cancel(job_id).as_dict()
+            return self.queue.cancel(job_id).info().model_dump()
 
     def logs(self, job_id: int, *, after: int = 0) -> list[dict[str, Any]]:
         with self.lock:
@@ -51,7 +52,7 @@ class LocalJobs:
 
     def workers(self) -> list[dict[str, Any]]:
         with self.lock:
-            return [w.as_dict() for w in self.queue.workers()]
+            return [w.info().model_dump() for w in self.queue.workers()]
 
     def submit(
         self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
@@ -71,7 +72,7 @@ class LocalJobs:
             guild=guild,
             lock=self.lock,
         )
-        return {"job": job_row.as_dict(), "warning": warning}
+        return {"job": job_row.info().model_dump(), "warning": warning}
 
 
 _BACKENDS: dict[tuple[str, ...], Any] = {}

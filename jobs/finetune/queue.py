@@ -16,19 +16,22 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import sqlite_utils
 
 from hipbot.db import migrate, utcnow
-from hipbot.errors import HipbotError
+from hipbot.errors import Forbidden, HipbotError, JobNotFound, Unauthorized, WorkerNotFound
+from hipbot.jobs.finetune.models import JobInfo, WorkerInfo
 
 STATES = ("queued", "assigned", "running", "succeeded", "failed", "cancelled")
 ACTIVE = ("assigned", "running")
 FINAL = ("succeeded", "failed", "cancelled")
 DEFAULT_LEASE_S = 90.0
 DEFAULT_MAX_ATTEMPTS = 3
+# Job fields stored as JSON text in ``<name>_json`` columns.
+JSON_COLUMNS = ("spec", "metrics", "memory", "artifacts", "progress", "model_config")
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -154,63 +157,25 @@ class Job:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
-        def load(key: str, default: Any) -> Any:
-            return json.loads(row[key]) if row.get(key) else default
-
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            owner=row["owner"],
-            guild=row["guild"],
-            state=row["state"],
-            priority=row["priority"],
-            spec_yaml=row["spec_yaml"],
-            base_model=row["base_model"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            worker_id=row["worker_id"],
-            memory_gib=row["memory_gib"],
-            progress_step=row["progress_step"],
-            progress_total=row["progress_total"],
-            progress_loss=row["progress_loss"],
-            checkpoint_step=row["checkpoint_step"],
-            checkpoint_path=row["checkpoint_path"],
-            adapter_dir=row["adapter_dir"],
-            attachment_name=row["attachment_name"],
-            attachment_path=row["attachment_path"],
-            error=row["error"],
-            cancel_requested=bool(row["cancel_requested"]),
-            created_at=row["created_at"],
-            assigned_at=row["assigned_at"],
-            started_at=row["started_at"],
-            finished_at=row["finished_at"],
-            updated_at=row["updated_at"],
-            spec=load("spec_json", {}),
-            metrics=load("metrics_json", {}),
-            memory=load("memory_json", {}),
-            artifacts=load("artifacts_json", {}),
-            progress=load("progress_json", {}),
-            model_config=load("model_config_json", None),
-            lease_until=row["lease_until"],
-        )
+        """Decode a ``jobs`` row: plain columns by name, ``*_json`` columns parsed."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in JSON_COLUMNS:
+                values[f.name] = row[f.name]
+            elif row[f"{f.name}_json"]:
+                values[f.name] = json.loads(row[f"{f.name}_json"])
+        return cls(**{**values, "cancel_requested": bool(row["cancel_requested"])})
 
     @property
     def final(self) -> bool:
         return self.state in FINAL
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-safe view for the HTTP API and the bot (no file paths of the coordinator's disk
-        beyond the adapter folder, which the serving side needs)."""
-        out = {
-            k: v
-            for k, v in self.__dict__.items()
-            if k not in ("attachment_path", "checkpoint_path", "model_config")
-        }
-        out["final"] = self.final
-        return out
+    def info(self) -> JobInfo:
+        """The public view (no file paths of the coordinator's disk beyond the adapter folder)."""
+        return JobInfo.model_validate({**self.__dict__, "final": self.final})
 
     def line(self) -> str:
-        return job_line(self.as_dict())
+        return job_line(self.info().model_dump())
 
 
 def job_line(job: dict[str, Any]) -> str:
@@ -241,20 +206,11 @@ class Worker:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Worker:
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            gpu_count=row["gpu_count"],
-            memory_gib=row["memory_gib"],
-            backend=row["backend"],
-            gpus=json.loads(row["gpus_json"]),
-            registered_at=row["registered_at"],
-            last_seen=row["last_seen"],
-            revoked=bool(row["revoked"]),
-        )
+        values = {f.name: row[f.name] for f in fields(cls) if f.name != "gpus"}
+        return cls(**{**values, "gpus": json.loads(row["gpus_json"]), "revoked": bool(row["revoked"])})
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def info(self) -> WorkerInfo:
+        return WorkerInfo.model_validate(self.__dict__)
 
 
 class JobQueue:
@@ -282,7 +238,7 @@ class JobQueue:
     def get(self, job_id: int) -> Job:
         row = self._row(int(job_id))
         if row is None:
-            raise HipbotError(f"no job #{job_id}")
+            raise JobNotFound(f"no job #{job_id}")
         return Job.from_row(row)
 
     def submit(
@@ -340,7 +296,7 @@ class JobQueue:
 
     def update(self, job_id: int, **values: Any) -> None:
         values["updated_at"] = utcnow()
-        for key in ("metrics", "artifacts", "progress", "memory"):
+        for key in JSON_COLUMNS:
             if key in values:
                 values[f"{key}_json"] = json.dumps(values.pop(key))
         cols = ", ".join(f"{k} = ?" for k in values)
@@ -467,10 +423,10 @@ class JobQueue:
         return self.get(job_id)
 
     def held(self, job_id: int, worker_id: str) -> Job:
-        """The job if ``worker_id`` holds it now; any other worker gets an error (HTTP 403)."""
+        """The job if ``worker_id`` holds it now; any other worker gets ``Forbidden``."""
         job = self.get(job_id)
         if job.worker_id != worker_id or job.state not in ACTIVE:
-            raise PermissionError(f"worker {worker_id} does not hold job #{job_id}")
+            raise Forbidden(f"worker {worker_id} does not hold job #{job_id}")
         return job
 
     def heartbeat(
@@ -548,7 +504,7 @@ class JobQueue:
                 "SELECT used_at FROM registration_tokens WHERE token_hash = ?", [hash_secret(token)]
             ).fetchone()
             if row is None or row[0] is not None:
-                raise PermissionError("registration token is unknown or already used")
+                raise Unauthorized("registration token is unknown or already used")
             worker_id = "w-" + secrets.token_hex(4)
             secret = secrets.token_urlsafe(32)
             gpu_list = gpus.get("gpus") or []
@@ -577,7 +533,7 @@ class JobQueue:
     def authenticate(self, worker_id: str, secret: str) -> Worker:
         row = self.db.execute("SELECT secret_hash, revoked FROM workers WHERE id = ?", [worker_id]).fetchone()
         if row is None or row[1] or not hmac.compare_digest(row[0], hash_secret(secret)):
-            raise PermissionError("unknown worker or wrong secret")
+            raise Unauthorized("unknown worker or wrong secret")
         self.db.execute("UPDATE workers SET last_seen = ? WHERE id = ?", [utcnow(), worker_id])
         return self.worker(worker_id)
 
@@ -586,7 +542,7 @@ class JobQueue:
         names = [d[0] for d in cur.description]
         row = cur.fetchone()
         if row is None:
-            raise HipbotError(f"no worker {worker_id}")
+            raise WorkerNotFound(f"no worker {worker_id}")
         return Worker.from_row(dict(zip(names, row, strict=True)))
 
     def workers(self) -> list[Worker]:

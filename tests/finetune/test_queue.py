@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hipbot.db import open_db
-from hipbot.errors import HipbotError
+from hipbot.errors import Forbidden, HipbotError, Unauthorized
 from hipbot.jobs.finetune.queue import JobQueue, hash_secret
 from hipbot.jobs.finetune.spec import parse_spec
 
@@ -65,7 +65,7 @@ def test_claim_heartbeat_finish(queue) -> None:
     assert running.state == "running" and running.progress_step == 3 and running.progress_loss == 1.5
     done = queue.finish(job.id, "succeeded", metrics={"final_loss": 0.5}, adapter_dir="/adapters/x")
     assert done.final and done.adapter_dir == "/adapters/x" and done.metrics["final_loss"] == 0.5
-    with pytest.raises(PermissionError):
+    with pytest.raises(Forbidden):
         queue.heartbeat(job.id, w.id)  # a finished job is held by nobody
 
 
@@ -75,7 +75,7 @@ def test_only_the_holder_touches_a_job(queue) -> None:
     a, _ = worker(queue, "a")
     b, _ = worker(queue, "b")
     queue.claim(a)
-    with pytest.raises(PermissionError, match=f"worker {b.id} does not hold job #{job.id}"):
+    with pytest.raises(Forbidden, match=f"worker {b.id} does not hold job #{job.id}"):
         queue.heartbeat(job.id, b.id)
 
 
@@ -131,12 +131,12 @@ def test_cancel(queue) -> None:
 def test_registration_tokens_are_one_time_and_secrets_hashed(queue) -> None:
     token = queue.create_registration_token()
     w, secret = queue.register_worker(token, "box", {"backend": "cpu", "gpus": [], "memory_gib": 16})
-    with pytest.raises(PermissionError, match="already used"):
+    with pytest.raises(Unauthorized, match="already used"):
         queue.register_worker(token, "again", {"gpus": []})
-    with pytest.raises(PermissionError):
+    with pytest.raises(Unauthorized):
         queue.register_worker("reg-guess", "x", {"gpus": []})
     assert queue.authenticate(w.id, secret).id == w.id
-    with pytest.raises(PermissionError):
+    with pytest.raises(Unauthorized):
         queue.authenticate(w.id, secret + "x")
     stored = [r[0] for r in queue.db.execute("SELECT secret_hash FROM workers").fetchall()]
     assert stored == [hash_secret(secret)] and secret not in stored
