@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.fast.plan import FastPlan
 from hipbot.jobs.finetune.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
+
+log = logging.getLogger(__name__)
 
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
@@ -88,29 +92,6 @@ def launch_argv(job_dir: Path, spec: JobSpec, n_procs: int, *, master_port: int 
     ]
 
 
-class _Collator:
-    """Right-pads ``input_ids`` with the pad id and ``labels`` with -100."""
-
-    def __init__(self, pad_id: int) -> None:
-        self.pad_id = pad_id
-        self.tokens = 0  # counted here, on the CPU, so that tokens/s costs no device sync
-
-    def __call__(self, batch: list[dict[str, list[int]]]) -> dict[str, Any]:
-        import torch
-
-        width = max(len(x["input_ids"]) for x in batch)
-        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, x in enumerate(batch):
-            n = len(x["input_ids"])
-            ids[i, :n] = torch.tensor(x["input_ids"])
-            labels[i, :n] = torch.tensor(x["labels"])
-            mask[i, :n] = 1
-        self.tokens += int(mask.sum())
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
-
-
 def _rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
@@ -119,7 +100,9 @@ def _world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu: bool) -> Any:
+def _training_arguments(
+    spec: JobSpec, output_dir: Path, precision: str, use_cpu: bool, plan: FastPlan | None = None
+) -> Any:
     from transformers import TrainingArguments
     from transformers.utils import is_torch_tf32_available
 
@@ -176,6 +159,10 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
         "metric_for_best_model": spec.metric_for_best_model,
         "greater_is_better": spec.greater_is_better,
     }
+    if plan is not None and plan.optim:
+        kwargs["optim"] = plan.optim
+    if plan is not None and plan.torch_compile:
+        kwargs["torch_compile"] = True
     if spec.tf32 is not None and not use_cpu and is_torch_tf32_available():
         kwargs["tf32"] = spec.tf32  # TF32 exists on NVIDIA Ampere+ only; elsewhere the flag means nothing
     if "train_sampling_strategy" in params:  # transformers 5
@@ -209,7 +196,11 @@ def _training_arguments(spec: JobSpec, output_dir: Path, precision: str, use_cpu
     return TrainingArguments(**{k: v for k, v in kwargs.items() if k in params})
 
 
-def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple[Any, Any]:
+def _load_model(
+    spec: JobSpec, precision: str, allow_remote_code: bool, *, attn: str | None = None, device: Any = None
+) -> tuple[Any, Any]:
+    """The base model and tokenizer; ``attn`` names the attention implementation, ``device`` the
+    GPU to load the weights straight onto (no copy through host memory)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -232,8 +223,13 @@ def _load_model(spec: JobSpec, precision: str, allow_remote_code: bool) -> tuple
             # LLaMA-Factory's MoE setting: train with the router's load-balancing loss at this weight
             config.router_aux_loss_coef = spec.moe_aux_loss_coef
             config.output_router_logits = True
+        extra: dict[str, Any] = {}
+        if attn:
+            extra["attn_implementation"] = attn
+        if device is not None:
+            extra["device_map"] = {"": device}
         model = AutoModelForCausalLM.from_pretrained(
-            spec.model_name_or_path, config=config, dtype=dtype, use_safetensors=True, **hub
+            spec.model_name_or_path, config=config, dtype=dtype, use_safetensors=True, **hub, **extra
         )
     except ValueError as exc:
         if "trust_remote_code" not in str(exc):
@@ -378,13 +374,40 @@ def _reached_target(resume: str | None, spec: JobSpec) -> Any:
     return state if (state.epoch or 0) >= spec.num_train_epochs else None
 
 
+def _model_and_data(
+    spec: JobSpec, job: dict[str, Any], plan: FastPlan, precision: str, use_cpu: bool
+) -> tuple[Any, Any, Any, Any]:
+    """The LoRA model with the plan's pieces installed, the tokenizer, the examples and the collator."""
+    from hipbot.jobs.finetune.datasets import build_examples
+    from hipbot.jobs.finetune.fast import attention, collate
+    from hipbot.jobs.finetune.fast.plan import apply
+
+    if plan.attn_implementation == attention.ATTN_IMPLEMENTATION:
+        attention.register()
+    # One process per GPU without ZeRO: the weights go straight from safetensors onto that GPU.
+    device = None if use_cpu or spec.deepspeed else int(os.environ.get("LOCAL_RANK", "0"))
+    model, tokenizer = _load_model(
+        spec, precision, job.get("allow_remote_code", False), attn=plan.attn_implementation, device=device
+    )
+    apply(plan, model)
+    model = _lora(model, spec, Path(job["output_dir"]))
+    if plan.neat_packing:
+        examples = build_examples(spec.model_copy(update={"packing": False}), tokenizer, job["dataset_dir"])
+        examples.train = collate.neat_pack(examples.train, spec.cutoff_len)
+    else:
+        examples = build_examples(spec, tokenizer, job["dataset_dir"])
+    collator = collate.FlatCollator() if plan.padding_free else collate.PaddedCollator(tokenizer.pad_token_id)
+    return model, tokenizer, examples, collator
+
+
 def train(job_dir: Path | str) -> dict[str, Any]:
     """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
     import torch
     from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
 
-    from hipbot.jobs.finetune.datasets import build_examples
+    from hipbot.jobs.finetune.fast.plan import decide
     from hipbot.jobs.finetune.gpu import detect
+    from hipbot.jobs.finetune.memory import load_model_config
 
     job_dir = Path(job_dir)
     job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
@@ -397,13 +420,14 @@ def train(job_dir: Path | str) -> dict[str, Any]:
         precision = "fp32"
     rank, world = _rank(), _world()
     set_seed(spec.seed)
-    args = _training_arguments(spec, output_dir, precision, use_cpu)
-    model, tokenizer = _load_model(spec, precision, job.get("allow_remote_code", False))
-    model = _lora(model, spec, output_dir)
-    examples = build_examples(spec, tokenizer, job["dataset_dir"])
+    plan = decide(
+        spec, str(load_model_config(spec.model_name_or_path).get("model_type", "")), on_gpu=not use_cpu
+    )
+    if rank == 0:
+        log.info("%s", plan.describe())
+    args = _training_arguments(spec, output_dir, precision, use_cpu, plan)
+    model, tokenizer, examples, collator = _model_and_data(spec, job, plan, precision, use_cpu)
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
-
-    collator = _Collator(tokenizer.pad_token_id)
 
     class Progress(TrainerCallback):
         """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
@@ -551,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m hipbot.jobs.finetune.trainer JOB_DIR", file=sys.stderr)
         return 2
     job_dir = Path(argv[0])
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         train(job_dir)
     except HipbotError as exc:

@@ -1,0 +1,162 @@
+"""Which fast pieces a job gets, and why a piece is off.
+
+LLaMA-Factory's own switches are honoured: ``enable_liger_kernel`` (Liger's fused RMSNorm,
+SwiGLU, RoPE and linear cross-entropy), ``use_unsloth`` (hipbot's fast path stands in for
+Unsloth, which has no ROCm build), ``flash_attn`` (``disabled`` = eager attention, ``sdpa`` = SDPA
+on padded batches, ``fa2``/``fa3``/``auto`` = padding-free varlen attention), ``neat_packing``
+(examples packed to ``cutoff_len`` with attention kept inside each) and ``torch_compile``.
+``hipbot_fast: false`` turns off every piece the job did not ask for by name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from hipbot.jobs.finetune.fast.attention import ATTN_IMPLEMENTATION
+
+log = logging.getLogger(__name__)
+
+# model_type -> the families whose decoder layers the fast path (and Liger) knows
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text")
+FUSED_OPTIMIZERS = {"adamw_torch": "adamw_torch_fused", "adamw_hf": "adamw_torch_fused"}
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The job's own speed switches, as its YAML gives them."""
+
+    hipbot_fast: bool = True
+    enable_liger_kernel: bool | None = None
+    use_unsloth: bool = False
+    flash_attn: str = "auto"
+    neat_packing: bool = False
+    torch_compile: bool = False
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> Switches:
+        get = spec.model_dump()
+        return cls(
+            hipbot_fast=bool(get.get("hipbot_fast", True)),
+            enable_liger_kernel=get.get("enable_liger_kernel"),
+            use_unsloth=bool(get.get("use_unsloth")),
+            flash_attn=str(get.get("flash_attn") or "auto"),
+            neat_packing=bool(get.get("neat_packing")),
+            torch_compile=bool(get.get("torch_compile")),
+        )
+
+
+@dataclass(frozen=True)
+class FastPlan:
+    """What the trainer installs; ``notes`` says why each piece that is off is off."""
+
+    liger: bool = False
+    padding_free: bool = False
+    neat_packing: bool = False
+    fused_loss: bool = False
+    optim: str | None = None  # the optimizer to use instead of the spec's
+    torch_compile: bool = False
+    attn_implementation: str | None = None  # None: transformers' default (SDPA)
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        on = [
+            name
+            for name, used in (
+                ("Liger kernels (RMSNorm, SwiGLU, RoPE)", self.liger),
+                ("padding-free batches with varlen attention", self.padding_free and not self.neat_packing),
+                ("neat packing with varlen attention", self.neat_packing),
+                (
+                    "fused linear cross-entropy on labelled tokens" + (" (Liger)" if self.liger else ""),
+                    self.fused_loss,
+                ),
+                (f"optimizer {self.optim}", bool(self.optim)),
+                ("torch.compile", self.torch_compile),
+            )
+            if used
+        ]
+        text = "fast path: " + (", ".join(on) if on else "off (plain transformers + peft)")
+        return text + "".join(f"; {note}" for note in self.notes)
+
+
+def liger_installed() -> bool:
+    return (
+        importlib.util.find_spec("liger_kernel") is not None
+        and importlib.util.find_spec("triton") is not None
+    )
+
+
+def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | None = None) -> FastPlan:
+    """The pieces for ``spec`` on this machine (``on_gpu``: CUDA or ROCm)."""
+    sw = Switches.from_spec(spec)
+    notes: list[str] = []
+    fast = sw.hipbot_fast or sw.use_unsloth
+    supported = model_type in SUPPORTED
+    if not sw.hipbot_fast and not sw.use_unsloth:
+        notes.append("hipbot_fast: false")
+    elif not supported:
+        notes.append(f"model type {model_type!r} has no fast path (it has: {', '.join(SUPPORTED)})")
+    on = fast and supported
+
+    liger = False
+    if sw.enable_liger_kernel if sw.enable_liger_kernel is not None else on:
+        available = liger_installed() if liger_available is None else liger_available
+        if not on_gpu:
+            notes.append("Liger's Triton kernels need a GPU")
+        elif not available:
+            notes.append("liger-kernel is not installed (pip install liger-kernel)")
+        elif not supported:
+            notes.append(f"Liger has no kernels for {model_type!r}")
+        else:
+            liger = True
+
+    attn: str | None = {"disabled": "eager", "sdpa": "sdpa"}.get(sw.flash_attn)
+    padding_free = sw.neat_packing or (on and attn is None)
+    if on and attn is not None and not sw.neat_packing:
+        notes.append(f"flash_attn: {sw.flash_attn} keeps padded batches")
+    zero3 = bool(spec.deepspeed) and spec.zero_stage == 3
+    fused_loss = on and not zero3 and not spec.label_smoothing_factor
+    if on and not fused_loss:
+        notes.append(
+            "the loss takes transformers' path under "
+            + ("ZeRO-3 (lm_head is partitioned)" if zero3 else "label smoothing")
+        )
+    optim = None
+    if on and on_gpu and spec.optim in FUSED_OPTIMIZERS and not spec.deepspeed:
+        optim = FUSED_OPTIMIZERS[spec.optim]
+    return FastPlan(
+        liger=liger,
+        padding_free=padding_free,
+        neat_packing=sw.neat_packing,
+        fused_loss=fused_loss,
+        optim=optim,
+        torch_compile=sw.torch_compile,
+        attn_implementation=ATTN_IMPLEMENTATION if padding_free else attn,
+        notes=tuple(notes),
+    )
+
+
+def apply(plan: FastPlan, model: Any) -> None:
+    """Install the plan's model pieces on a loaded ``*ForCausalLM``, before peft wraps it."""
+    import torch
+
+    from hipbot.jobs.finetune.fast import loss
+
+    if plan.liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(
+            model=model,
+            rope=True,
+            rms_norm=True,
+            swiglu=True,
+            cross_entropy=False,
+            fused_linear_cross_entropy=False,
+        )
+    head = model.get_output_embeddings()
+    if plan.fused_loss and type(head) is torch.nn.Linear and head.bias is None:
+        loss.install(model, liger=plan.liger)
+    elif plan.fused_loss:
+        log.info("the loss takes transformers' path: %s is not a plain linear head", type(head).__name__)
