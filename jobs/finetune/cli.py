@@ -55,6 +55,25 @@ def validate(config: Path) -> None:
     )
 
 
+@finetune.command("keys")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--kind", type=click.Choice(["honoured", "ignored", "refused"]), default=None, help="Only this kind."
+)
+def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
+    """What each config key (NAMES, default: all) does here: honoured, ignored or refused, and why."""
+    from hipbot.jobs.finetune.spec import KEYS
+    from hipbot.jobs.finetune.spec.keys import did_you_mean
+
+    for name in names:
+        if name not in KEYS:
+            raise HipbotError(f"unknown key {name!r}{did_you_mean(name)}")
+    for row in (KEYS[n] for n in names or KEYS):
+        if kind in (None, row.kind):
+            why = f" ({row.reason})" if row.reason else ""
+            click.echo(f"{row.key:34} {row.kind:8} {row.help}{why}")
+
+
 @finetune.command("estimate")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--gpus", "n_gpus", type=int, default=1, show_default=True, help="GPUs the job would use.")
