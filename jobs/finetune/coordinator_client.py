@@ -7,12 +7,21 @@ message and the HTTP status, so front ends print one readable line.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.api.protocol import (
+    ArtifactReply,
+    ClaimReply,
+    HeartbeatReply,
+    RegisterReply,
+    ValidateReply,
+)
+from hipbot.jobs.finetune.models import JobInfo
 
 
 class CoordinatorError(HipbotError):
@@ -74,9 +83,10 @@ class CoordinatorClient:
     # ------------------------------------------------------------------ clients
     def validate(
         self, config_yaml: str, dataset: bytes | None = None, dataset_name: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ValidateReply:
         files = {"dataset": (dataset_name or "dataset.jsonl", dataset)} if dataset is not None else None
-        return self._call("POST", "/validate", data={"config": config_yaml}, files=files).json()
+        reply = self._call("POST", "/validate", data={"config": config_yaml}, files=files)
+        return ValidateReply.model_validate(reply.json())
 
     def submit(
         self,
@@ -122,41 +132,42 @@ class CoordinatorClient:
 
     # ------------------------------------------------------------------ workers
     def register(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[str, str]:
-        reply = self._call(
-            "POST", "/workers/register", json={"token": token, "name": name, "gpus": gpus}
-        ).json()
-        self.worker_id, self.secret = reply["worker_id"], reply["secret"]
-        return self.worker_id, self.secret
+        resp = self._call("POST", "/workers/register", json={"token": token, "name": name, "gpus": gpus})
+        reply = RegisterReply.model_validate(resp.json())
+        self.worker_id, self.secret = reply.worker_id, reply.secret
+        return reply.worker_id, reply.secret
 
-    def claim(self, wait_s: float = 0.0, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    def claim(self, wait_s: float = 0.0, gpus: dict[str, Any] | None = None) -> JobInfo | None:
+        """A job that fits this worker, leased to it; None when none came within ``wait_s``."""
         resp = self._call(
             "POST", "/workers/claim", worker=True, json={"wait_s": wait_s, "gpus": gpus}, timeout=wait_s + 30
         )
-        return None if resp.status_code == 204 else resp.json()["job"]
+        return None if resp.status_code == 204 else ClaimReply.model_validate(resp.json()).job
 
     def heartbeat(
         self, job_id: int, progress: dict[str, Any] | None = None, logs: list[str] | None = None
-    ) -> dict[str, Any]:
-        return self._call(
+    ) -> HeartbeatReply:
+        resp = self._call(
             "POST", f"/jobs/{job_id}/heartbeat", worker=True, json={"progress": progress, "logs": logs or []}
-        ).json()
+        )
+        return HeartbeatReply.model_validate(resp.json())
 
     def post_logs(self, job_id: int, lines: list[str]) -> None:
         self._call("POST", f"/jobs/{job_id}/logs", worker=True, json={"lines": lines})
 
-    def upload(self, job_id: int, kind: str, archive: Path, *, step: int | None = None) -> dict[str, Any]:
+    def upload(self, job_id: int, kind: str, archive: Path, *, step: int | None = None) -> ArtifactReply:
         """PUT a .tar.gz artifact with its SHA-256, streamed from disk."""
         digest = hashlib.sha256()
         with archive.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
 
-        def body() -> Any:
+        def body() -> Iterator[bytes]:
             with archive.open("rb") as fh:
                 yield from iter(lambda: fh.read(1 << 20), b"")
 
         params = {"step": step} if step is not None else None
-        return self._call(
+        resp = self._call(
             "PUT",
             f"/jobs/{job_id}/artifacts/{kind}",
             worker=True,
@@ -167,7 +178,8 @@ class CoordinatorClient:
                 "Content-Type": "application/gzip",
                 "Content-Length": str(archive.stat().st_size),
             },
-        ).json()
+        )
+        return ArtifactReply.model_validate(resp.json())
 
     def download(self, job_id: int, what: str, dest: Path) -> dict[str, str]:
         """GET the job's ``dataset`` or ``checkpoint`` into ``dest``; returns the response headers."""
@@ -191,10 +203,11 @@ class CoordinatorClient:
         error: str | None = None,
         metrics: dict[str, Any] | None = None,
         retry: bool = False,
-    ) -> dict[str, Any]:
-        return self._call(
+    ) -> JobInfo:
+        resp = self._call(
             "POST",
             f"/jobs/{job_id}/result",
             worker=True,
             json={"state": state, "error": error, "metrics": metrics, "retry": retry},
-        ).json()
+        )
+        return JobInfo.model_validate(resp.json())

@@ -14,11 +14,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
+import os
 import shutil
 import signal
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,24 @@ from hipbot.errors import HipbotError
 from hipbot.jobs.finetune.coordinator_client import CoordinatorClient, CoordinatorError
 from hipbot.jobs.finetune.datasets import attachment_entry, check_attachment
 from hipbot.jobs.finetune.gpu import GpuInfo, detect, refusal
+from hipbot.jobs.finetune.models import JobInfo
 from hipbot.jobs.finetune.runner import run_child
 from hipbot.jobs.finetune.spec import parse_spec
 from hipbot.jobs.finetune.trainer import CHECKPOINT_RE, last_checkpoint, write_job
 
 CREDENTIALS = "credentials.json"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Attempt:
+    """One run of a claimed job, as the heartbeat sees it between ticks."""
+
+    uploaded: int  # the last checkpoint step the coordinator has
+    progress: dict[str, Any] | None = None
+    logs: list[str] = field(default_factory=list)
+    stop: str | None = None  # "cancelled" or "lost"
+    beat: float = 0.0
 
 
 def _die_with_parent() -> None:
@@ -81,8 +97,6 @@ class WorkerAgent:
     def advertised(self) -> dict[str, Any]:
         data = self.info.as_dict()
         if not self.info.gpus:
-            import os
-
             data["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
         return data
 
@@ -103,7 +117,7 @@ class WorkerAgent:
             json.dumps({"url": self.url, "worker_id": worker_id, "secret": secret}), encoding="utf-8"
         )
         path.chmod(0o600)
-        print(f"registered as {worker_id}: {self.info.describe()}", flush=True)
+        log.info("registered as %s: %s", worker_id, self.info.describe())
 
     # ------------------------------------------------------------------ loop
     def run(self, max_jobs: int | None = None) -> int:
@@ -119,7 +133,7 @@ class WorkerAgent:
             try:
                 job = self.client.claim(wait_s=self.poll_s, gpus=self.advertised())
             except CoordinatorError as exc:
-                print(f"claim failed: {exc}", flush=True)
+                log.warning("claim failed: %s", exc)
                 time.sleep(min(self.poll_s, 5.0))
                 continue
             if job is None:
@@ -127,22 +141,22 @@ class WorkerAgent:
             try:
                 self.run_job(job)
             except CoordinatorError as exc:
-                print(f"job #{job['id']}: coordinator error: {exc}", flush=True)
+                log.error("job #%s: coordinator error: %s", job.id, exc)
             except Exception as exc:  # noqa: BLE001 - one broken job must not stop the worker
-                print(f"job #{job['id']}: worker error: {exc!r}", flush=True)
+                log.error("job #%s: worker error: %r", job.id, exc)
                 with contextlib.suppress(CoordinatorError):
-                    self.client.result(job["id"], "failed", error=f"worker error: {exc}")
+                    self.client.result(job.id, "failed", error=f"worker error: {exc}")
             done += 1
         return done
 
-    def run_job(self, job: dict[str, Any]) -> str:
-        job_id = job["id"]
+    def run_job(self, job: JobInfo) -> str:
+        job_id = job.id
         root = self.workdir / "jobs" / str(job_id)
         output_dir, job_dir = root / "output", root / "run"
         job_dir.mkdir(parents=True, exist_ok=True)
         self.client.heartbeat(job_id, logs=[f"{self.name}: starting on {self.info.describe()}"])
         try:
-            spec = parse_spec(job["spec_yaml"])
+            spec = parse_spec(job.spec_yaml)
         except HipbotError as exc:
             self.client.result(job_id, "failed", error=str(exc))
             return "failed"
@@ -151,10 +165,10 @@ class WorkerAgent:
             self.client.result(job_id, "failed", error=f"{self.name} refused: {reason}", retry=True)
             return "refused"
         dataset_dir = Path(spec.dataset_dir)
-        if job.get("attachment_name"):
-            dataset_dir = self._fetch_dataset(job_id, job["attachment_name"], spec.dataset, root / "data")
-        if job.get("checkpoint_step"):
-            self._fetch_checkpoint(job_id, int(job["checkpoint_step"]), output_dir)
+        if job.attachment_name:
+            dataset_dir = self._fetch_dataset(job_id, job.attachment_name, spec.dataset, root / "data")
+        if job.checkpoint_step:
+            self._fetch_checkpoint(job_id, job.checkpoint_step, output_dir)
         write_job(
             job_dir,
             spec,
@@ -162,50 +176,47 @@ class WorkerAgent:
             dataset_dir=dataset_dir,
             allow_remote_code=self.allow_remote_code,
             device="auto" if self.info.gpus else "cpu",
-            resume=bool(job.get("checkpoint_step")),
+            resume=bool(job.checkpoint_step),
         )
-        state: dict[str, Any] = {
-            "progress": None,
-            "logs": [],
-            "stop": None,
-            "beat": 0.0,
-            "uploaded": job.get("checkpoint_step") or 0,
-        }
+        attempt = Attempt(uploaded=job.checkpoint_step or 0)
 
         def tick() -> None:
             now = time.monotonic()
-            if now - state["beat"] < self.heartbeat_s:
+            if now - attempt.beat < self.heartbeat_s:
                 return
-            state["beat"] = now
-            lines, state["logs"] = state["logs"], []
+            attempt.beat = now
+            lines, attempt.logs = attempt.logs, []
             try:
-                reply = self.client.heartbeat(job_id, progress=state["progress"], logs=lines)
+                reply = self.client.heartbeat(job_id, progress=attempt.progress, logs=lines)
             except CoordinatorError as exc:
                 if exc.status in (403, 404):
-                    state["stop"] = "lost"  # the lease went to another worker
+                    attempt.stop = "lost"  # the lease went to another worker
                 return
-            if reply.get("cancel"):
-                state["stop"] = "cancelled"
+            if reply.cancel:
+                attempt.stop = "cancelled"
                 return
-            self._upload_new_checkpoint(job_id, output_dir, state)
+            self._upload_new_checkpoint(job_id, output_dir, attempt)
+
+        def on_progress(line: dict[str, Any]) -> None:
+            attempt.progress = line
 
         result = run_child(
             job_dir,
             spec,
             max(1, self.info.count),
-            on_progress=lambda line: state.update(progress=line),
-            on_output=lambda lines: state["logs"].extend(lines),
+            on_progress=on_progress,
+            on_output=lambda lines: attempt.logs.extend(lines),
             on_tick=tick,
-            should_stop=lambda: state["stop"],
+            should_stop=lambda: attempt.stop,
             env=None,
             preexec=_die_with_parent,
         )
-        if state["stop"] == "lost":
-            print(f"job #{job_id}: lease lost, stopped", flush=True)
+        if attempt.stop == "lost":
+            log.warning("job #%s: lease lost, stopped", job_id)
             return "lost"
         with contextlib.suppress(CoordinatorError):
-            if state["logs"]:
-                self.client.post_logs(job_id, state["logs"][-500:])
+            if attempt.logs:
+                self.client.post_logs(job_id, attempt.logs[-500:])
         if result.state == "succeeded":
             with tempfile.TemporaryDirectory() as tmp:
                 archive = pack(output_dir, Path(tmp) / "adapter.tar.gz", skip_checkpoints=True)
@@ -215,7 +226,7 @@ class WorkerAgent:
             self.client.result(job_id, "cancelled", error="cancelled by request")
         else:
             self.client.result(job_id, "failed", error=result.error)
-        print(f"job #{job_id}: {result.state}", flush=True)
+        log.info("job #%s: %s", job_id, result.state)
         return result.state
 
     # ------------------------------------------------------------------ files
@@ -242,14 +253,14 @@ class WorkerAgent:
             with tarfile.open(archive, "r:gz") as tar:
                 tar.extractall(dest, filter="data")
 
-    def _upload_new_checkpoint(self, job_id: int, output_dir: Path, state: dict[str, Any]) -> None:
+    def _upload_new_checkpoint(self, job_id: int, output_dir: Path, attempt: Attempt) -> None:
         ckpt = last_checkpoint(output_dir)
         if ckpt is None:
             return
         step = int(ckpt.name.split("-")[-1])
-        if step <= state["uploaded"]:
+        if step <= attempt.uploaded:
             return
         with tempfile.TemporaryDirectory() as tmp:
             archive = pack(ckpt, Path(tmp) / "checkpoint.tar.gz")
             self.client.upload(job_id, "checkpoint", archive, step=step)
-        state["uploaded"] = step
+        attempt.uploaded = step
