@@ -1,0 +1,154 @@
+"""/hipify and "Convert to HIP": CUDA to HIP with the translator, its report and AMD lints."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+from typing import Any
+
+from hipbot.bot import permissions
+from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
+from hipbot.bot.replies import Embed, Field, Reply, code_reply_parts, truncate
+from hipbot.errors import HipbotError
+
+CODE_EXTENSIONS = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".cc", ".cxx", ".c", ".hip")
+MAX_CODE_BYTES = 1024 * 1024
+
+# ```lang\n ... ``` with any (or no) language tag; the closing fence may end the message.
+_BLOCK_RE = re.compile(r"```[ \t]*([\w+#.-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_CUDA_HINT_RE = re.compile(r"\b(cuda\w*|__global__|__device__|__shared__|cublas\w*|curand\w*|cufft\w*)\b|<<<")
+
+
+def _decode_code(data: bytes, name: str) -> str:
+    if len(data) > MAX_CODE_BYTES:
+        raise HipbotError(
+            f"{name} is {len(data) // 1024} KiB; the bot converts files up to {MAX_CODE_BYTES // 1024} KiB",
+            hint="run `hipbot hipify FILE` locally for big files",
+        )
+    from hipbot.agents.hipify.translate import check_text
+
+    return check_text(data, name)
+
+
+def check_code_filename(name: str) -> None:
+    if not name.lower().endswith(CODE_EXTENSIONS):
+        raise HipbotError(
+            f"{name!r} is not a source file the bot converts",
+            hint="attach a " + ", ".join(CODE_EXTENSIONS[:4]) + " file, or paste the code in the code option",
+        )
+
+
+def _output_name(name: str) -> str:
+    path = PurePath(name)
+    if path.suffix.lower() in (".cu", ".cpp", ".cc", ".cxx", ".c", ""):
+        return f"{path.stem or 'snippet'}.hip"
+    return path.name  # headers keep their name, as hipify-clang does
+
+
+def hipify(
+    ctx: Context,
+    code: str | None = None,
+    *,
+    attachment: tuple[str, bytes] | None = None,
+    arch: str | None = None,
+    filename: str | None = None,
+) -> Reply:
+    """Translate CUDA to HIP: the code inline or as a file, the report as an embed, optionally compiled."""
+    if attachment is not None:
+        name, data = attachment
+        check_code_filename(name)
+        code = _decode_code(data, name)
+        filename = name
+    if code is None or not code.strip():
+        raise HipbotError(
+            "there is no code to convert", hint="paste CUDA in the code option or attach a .cu file"
+        )
+    permissions.check_cooldown(ctx.state, ctx.actor, "hipify", ctx.config.hipify_cooldown_s)
+    return _translate_reply(code, filename or "snippet.cu", arch)
+
+
+def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
+    from hipbot.agents.hipify import translate as translator
+
+    result = translator.translate(code, translator.HipifyOptions(), filename=filename)
+    if result.report.errors:
+        raise HipbotError("; ".join(result.report.errors), hint="send CUDA C++ source text")
+    out_name = _output_name(filename)
+    text, files = code_reply_parts(result.text, out_name)
+    embeds = [_report_embed(result.report.to_dict(), [lint.to_dict() for lint in result.lints], out_name)]
+    if arch:
+        from hipbot.agents.hipify import compile_check
+
+        embeds.append(_compile_embed(compile_check.check(result.text, arch), arch))
+    return Reply(text=text, embeds=embeds, attachments=files, meta={"hip": result.text})
+
+
+def _report_embed(report: dict[str, Any], lints: list[dict[str, Any]], name: str) -> Embed:
+    """hipify's statistics, the identifiers left unconverted (with why) and the AMD lints."""
+    fields = []
+    by_api = report.get("converted_by_api") or {}
+    if by_api:
+        fields.append(Field("Converted", ", ".join(f"{api}: {n}" for api, n in by_api.items())))
+    unconverted = report.get("unconverted") or []
+    if unconverted:
+        lines = [f"`{u['name']}` {u['line']}:{u['col']} — {u['reason']}" for u in unconverted[:15]]
+        if len(unconverted) > 15:
+            lines.append(f"… and {len(unconverted) - 15} more (`hipbot hipify --json` lists all)")
+        fields.append(Field(f"Not converted ({len(unconverted)})", "\n".join(lines)))
+    for lint in lints[:10]:
+        where = f"line {lint.get('line')}" if lint.get("line") else ""
+        body = lint.get("message", "")
+        if lint.get("hint"):
+            body += f"\n💡 {lint['hint']}"
+        fields.append(Field(f"{lint.get('severity', 'warning')} {lint.get('id', '')} {where}".strip(), body))
+    if len(lints) > 10:
+        fields.append(Field("More lints", f"{len(lints) - 10} more; `hipbot hipify FILE` shows all"))
+    description = (
+        f"{report.get('converted_refs', 0)} CUDA references converted ({report.get('conversion_percent', 100)} %), "
+        f"{len(unconverted)} left, {report.get('kernel_launches', 0)} kernel launches, {len(lints)} AMD lints."
+    )
+    return Embed(
+        title=truncate(f"hipify report: {name}", 256),
+        description=description,
+        fields=fields,
+        color=COLOR_WARN if (unconverted or lints) else COLOR_OK,
+    )
+
+
+def _compile_embed(check: Any, arch: str) -> Embed:
+    data = check.to_dict() if hasattr(check, "to_dict") else dict(check)
+    ok = bool(data.get("ok"))
+    diags = data.get("diagnostics") or []
+    lines = [
+        f"{d.get('line')}:{d.get('column')} {d.get('severity', '')}: {d.get('message', '')}"
+        for d in diags[:15]
+    ]
+    description = "compiles cleanly" if ok else (data.get("error") or f"{len(diags)} diagnostics")
+    return Embed(
+        title=f"hipcc --offload-arch={arch}",
+        description=truncate(description + ("\n```\n" + "\n".join(lines) + "\n```" if lines else ""), 4096),
+        color=COLOR_OK if ok else COLOR_FAIL,
+    )
+
+
+def extract_code_blocks(text: str) -> list[tuple[str, str]]:
+    """(language tag, code) for every fenced block, whatever its tag (```cuda, ```cpp, ```c++, ```)."""
+    return [(lang.lower(), body) for lang, body in _BLOCK_RE.findall(text or "") if body.strip()]
+
+
+def convert_message(ctx: Context, content: str, attachments: list[tuple[str, bytes]] | None = None) -> Reply:
+    """ "Convert to HIP" on a message: its code blocks (any tag), else its code attachments, else its text
+    when the text itself is CUDA."""
+    blocks = extract_code_blocks(content)
+    if blocks:
+        code = "\n\n".join(body.rstrip() for _, body in blocks)
+        return hipify(ctx, code, filename="message.cu")
+    files = [(n, d) for n, d in attachments or [] if n.lower().endswith(CODE_EXTENSIONS)]
+    if files:
+        return hipify(ctx, attachment=files[0])
+    if content and _CUDA_HINT_RE.search(content):
+        return hipify(ctx, content, filename="message.cu")
+    raise HipbotError(
+        "that message has no code block or source attachment to convert",
+        hint="use it on a message with a ```cuda block, or run /hipify with the code",
+    )

@@ -1,0 +1,328 @@
+"""Fine-tune jobs: /finetune, /jobs, /job, /cancel, and the status message each job keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hipbot.bot import permissions
+from hipbot.bot.handlers.common import (
+    COLOR_FAIL,
+    COLOR_INFO,
+    COLOR_OK,
+    Context,
+    is_owner,
+    owner_tag,
+    owner_user_id,
+    parse_job_id,
+)
+from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, truncate
+from hipbot.config import Settings
+from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.backends import jobs_backend
+from hipbot.jobs.finetune.queue import FINAL
+
+STATE_ICONS = {
+    "queued": "⏳",
+    "assigned": "📦",
+    "running": "🏃",
+    "succeeded": "✅",
+    "failed": "❌",
+    "cancelled": "🚫",
+}
+STATE_COLORS = {"succeeded": COLOR_OK, "failed": COLOR_FAIL, "cancelled": 0x95A5A6}
+
+
+def progress_bar(done: int | None, total: int | None, width: int = 20) -> str:
+    if not total or done is None:
+        return "░" * width
+    filled = max(0, min(width, round(width * done / total)))
+    return "█" * filled + "░" * (width - filled)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def job_embed(job: dict[str, Any]) -> Embed:
+    """One job as the status message shows it: state, progress bar, step, loss, ETA, worker, error."""
+    state = job.get("state", "?")
+    step, total = job.get("progress_step"), job.get("progress_total")
+    progress = job.get("progress") or {}
+    lines = [f"{STATE_ICONS.get(state, '•')} **{state}**"]
+    if job.get("cancel_requested") and state not in FINAL:
+        lines[0] += " (cancel requested)"
+    if step is not None and total:
+        lines.append(f"`{progress_bar(step, total)}` {100 * step // max(total, 1)} % · step {step}/{total}")
+    fields = [Field("Base model", f"`{job.get('base_model', '?')}`", inline=True)]
+    spec = job.get("spec") or {}
+    if spec.get("lora_rank"):
+        targets = ",".join(spec.get("lora_target") or []) or "all"
+        fields.append(Field("LoRA", f"rank {spec['lora_rank']}, {targets}", inline=True))
+    if job.get("progress_loss") is not None:
+        fields.append(Field("Loss", f"{job['progress_loss']:.4f}", inline=True))
+    if state in ("assigned", "running") and progress.get("eta_seconds") is not None:
+        fields.append(Field("ETA", _duration(progress["eta_seconds"]), inline=True))
+    if progress.get("tokens_per_second"):
+        fields.append(Field("Speed", f"{progress['tokens_per_second']:.0f} tokens/s", inline=True))
+    if job.get("worker_id"):
+        fields.append(Field("Worker", f"`{job['worker_id']}`", inline=True))
+    if job.get("memory_gib"):
+        fields.append(Field("Memory estimate", f"~{job['memory_gib']:.1f} GiB per GPU", inline=True))
+    if (job.get("attempts") or 0) > 1:
+        fields.append(Field("Attempts", f"{job['attempts']}/{job.get('max_attempts', '?')}", inline=True))
+    metrics = job.get("metrics") or {}
+    if state == "succeeded" and metrics:
+        summary = []
+        if metrics.get("first_loss") is not None and metrics.get("final_loss") is not None:
+            summary.append(f"loss {metrics['first_loss']:.4f} → {metrics['final_loss']:.4f}")
+        if metrics.get("global_step"):
+            summary.append(f"{metrics['global_step']} steps")
+        if metrics.get("train_runtime"):
+            summary.append(f"in {_duration(metrics['train_runtime'])}")
+        if summary:
+            fields.append(Field("Result", ", ".join(summary)))
+    if state == "failed" and job.get("error"):
+        fields.append(Field("Error", f"```\n{truncate(job['error'], 990)}\n```"))
+    owner_id = owner_user_id(job.get("owner"))
+    footer = f"owner {f'<@{owner_id}>' if owner_id else job.get('owner') or '-'} · created {job.get('created_at', '')}"
+    return Embed(
+        title=truncate(f"Fine-tune #{job['id']} {job.get('name', '')}", 256),
+        description="\n".join(lines),
+        fields=fields,
+        footer=footer if owner_id is None else f"created {job.get('created_at', '')}",
+        color=STATE_COLORS.get(state, COLOR_INFO),
+    )
+
+
+def _loss_curve(job: dict[str, Any]) -> Attachment | None:
+    """The trainer's loss.png beside the adapter, when this host can read it."""
+    from pathlib import Path
+
+    for candidate in (job.get("artifacts") or {}).get("loss_png"), job.get("adapter_dir"):
+        if not candidate:
+            continue
+        path = Path(candidate)
+        path = path / "loss.png" if path.is_dir() else path
+        if path.is_file() and path.suffix == ".png":
+            return Attachment(f"loss-job{job['id']}.png", path.read_bytes(), "loss curve")
+    return None
+
+
+def job_reply(job: dict[str, Any], *, with_files: bool = True) -> Reply:
+    embed = job_embed(job)
+    reply = Reply(embeds=[embed], meta={"job_id": str(job["id"]), "state": job.get("state")})
+    if job.get("state") == "succeeded":
+        curve = _loss_curve(job) if with_files else None
+        if curve is not None:
+            reply.attachments.append(curve)
+            embed.image = curve.name
+        reply.buttons.append(Button(f"hipbot:publish:{job['id']}", "Publish", style="success", emoji="🚀"))
+    return reply
+
+
+@dataclass
+class JobUpdate:
+    state: str
+    final: bool
+    reply: Reply
+
+
+def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
+    """What a job's status message should show now; None when the job no longer exists."""
+    number = parse_job_id(job_id)
+    try:
+        job = jobs_backend(settings).get(number)
+    except HipbotError as exc:
+        if f"no job #{number}" in str(exc):
+            return None
+        raise  # the coordinator is unreachable: keep the link, try again on the next tick
+    state = job.get("state", "?")
+    return JobUpdate(state, state in FINAL, job_reply(job))
+
+
+def jobs(ctx: Context, scope: str = "mine") -> Reply:
+    scope = (scope or "mine").strip().lower()
+    if scope not in ("mine", "all"):
+        raise HipbotError(f"unknown scope {scope!r}", hint="use mine or all")
+    owner = owner_tag(ctx.actor) if scope == "mine" else None
+    guild = str(ctx.actor.guild_id) if ctx.actor.guild_id and scope == "all" else None
+    rows = jobs_backend(ctx.settings).list(owner=owner, guild=guild, limit=25)
+    if not rows:
+        hint = "start one with /finetune" if scope == "mine" else ""
+        return Reply(
+            text=f"No fine-tune jobs{' of yours' if scope == 'mine' else ''} yet. {hint}".strip(),
+            ephemeral=True,
+        )
+    lines = []
+    for j in rows:
+        step = f" · step {j['progress_step']}/{j['progress_total']}" if j.get("progress_total") else ""
+        loss = f" · loss {j['progress_loss']:.3f}" if j.get("progress_loss") is not None else ""
+        owner_id = owner_user_id(j.get("owner"))
+        who = f" · <@{owner_id}>" if owner_id and scope == "all" else ""
+        lines.append(
+            f"{STATE_ICONS.get(j['state'], '•')} `#{j['id']}` {j['name']} **{j['state']}**{step}{loss}{who}"
+        )
+    title = "Your fine-tune jobs" if scope == "mine" else "Fine-tune jobs"
+    return Reply(embeds=[Embed(title=title, description="\n".join(lines), color=COLOR_INFO)], ephemeral=True)
+
+
+def job(ctx: Context, job_id: str | int) -> Reply:
+    return job_reply(jobs_backend(ctx.settings).get(parse_job_id(job_id)))
+
+
+def cancel(ctx: Context, job_id: str | int) -> Reply:
+    number = parse_job_id(job_id)
+    backend = jobs_backend(ctx.settings)
+    current = backend.get(number)
+    if current["state"] in FINAL:
+        raise HipbotError(f"job #{number} is already {current['state']}")
+    mine = is_owner(ctx.actor, current.get("owner"))
+    owner_id = owner_user_id(current.get("owner"))
+    permissions.require_cancel(
+        ctx.actor, ctx.config, ctx.actor.user_id if mine else owner_id or -1, f"#{number}"
+    )
+    updated = backend.cancel(number)
+    ctx.audit("finetune.cancel", target=str(number), owner=current.get("owner"), state=updated["state"])
+    note = (
+        "cancelled"
+        if updated["state"] == "cancelled"
+        else "cancel requested: the worker stops within one heartbeat"
+    )
+    reply = job_reply(updated)
+    reply.text = f"Job #{number}: {note}."
+    return reply
+
+
+def build_job_yaml(
+    yaml_text: str | None,
+    *,
+    model: str | None = None,
+    dataset: tuple[str, bytes] | None = None,
+    dataset_name: str | None = None,
+    lora_rank: int | None = None,
+    lora_target: str | None = None,
+    epochs: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """The job's LLaMA-Factory YAML: the attached config with the given options on top, or the
+    options alone. An attached dataset is named after its file, as the queue declares it."""
+    import yaml
+
+    raw: dict[str, Any] = {}
+    if yaml_text is not None:
+        try:
+            loaded = yaml.safe_load(yaml_text)
+        except yaml.YAMLError as exc:
+            raise HipbotError(f"the config is not valid YAML: {exc}".replace("\n", " ")) from exc
+        if not isinstance(loaded, dict):
+            raise HipbotError("the config must be a mapping of keys to values (a LLaMA-Factory train YAML)")
+        raw.update(loaded)
+    elif not model:
+        raise HipbotError(
+            "give a config file or at least a model and a dataset",
+            hint="/finetune model:HuggingFaceTB/SmolLM2-135M-Instruct dataset:<attach data.jsonl>",
+        )
+    overrides = {
+        "model_name_or_path": model,
+        "lora_rank": lora_rank,
+        "lora_target": lora_target,
+        "num_train_epochs": epochs,
+        "dataset": dataset_name,
+    }
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    raw.update(extra or {})
+    if dataset is not None and not raw.get("dataset"):
+        from pathlib import PurePath
+
+        raw["dataset"] = PurePath(dataset[0]).stem
+    if yaml_text is None:
+        raw.setdefault("stage", "sft")
+        raw.setdefault("finetuning_type", "lora")
+    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+
+
+def finetune(
+    ctx: Context,
+    *,
+    yaml_text: str | None = None,
+    dataset: tuple[str, bytes] | None = None,
+    model: str | None = None,
+    dataset_name: str | None = None,
+    lora_rank: int | None = None,
+    lora_target: str | None = None,
+    epochs: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Reply:
+    """Validate a fine-tune (config, options, dataset), check roles and quotas, then queue it."""
+    permissions.require_finetune(ctx.actor, ctx.config)
+    text = build_job_yaml(
+        yaml_text,
+        model=model,
+        dataset=dataset,
+        dataset_name=dataset_name,
+        lora_rank=lora_rank,
+        lora_target=lora_target,
+        epochs=epochs,
+        extra=extra,
+    )
+    from hipbot.jobs.finetune.spec import validate_job
+
+    checked = validate_job(text, dataset[1] if dataset else None, dataset[0] if dataset else None)
+    if not checked.ok:
+        raise HipbotError(str(checked.error))
+    backend = jobs_backend(ctx.settings)
+
+    def is_running(job_id: str) -> bool:
+        try:
+            return backend.get(int(job_id))["state"] not in FINAL
+        except HipbotError:
+            return False
+
+    permissions.check_finetune_quota(ctx.state, ctx.actor, ctx.config, is_running)
+    submitted = backend.submit(
+        text,
+        owner=owner_tag(ctx.actor),
+        guild=str(ctx.actor.guild_id) if ctx.actor.guild_id else None,
+        dataset=dataset[1] if dataset else None,
+        dataset_name=dataset[0] if dataset else None,
+    )
+    job_data = submitted["job"]
+    ctx.state.record_finetune(str(job_data["id"]), ctx.actor.user_id, ctx.actor.guild_id)
+    ctx.audit(
+        "finetune.start",
+        target=str(job_data["id"]),
+        base_model=job_data.get("base_model"),
+        dataset=dataset[0] if dataset else job_data.get("spec", {}).get("dataset"),
+    )
+    reply = job_reply(job_data)
+    reply.text = f"Queued fine-tune **#{job_data['id']}**; this message follows the job."
+    if submitted.get("warning"):
+        reply.text += f"\n⚠️ {submitted['warning']}"
+    return reply
+
+
+def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
+    """(label, id) of the user's recent jobs (a server's, for admins), for autocompletion."""
+    admin = permissions.is_admin(ctx.actor, ctx.config)
+    try:
+        rows = jobs_backend(ctx.settings).list(
+            owner=None if admin else owner_tag(ctx.actor),
+            guild=str(ctx.actor.guild_id) if admin and ctx.actor.guild_id else None,
+            limit=25,
+        )
+    except HipbotError:
+        return []
+    out = []
+    for j in rows:
+        label = truncate(f"#{j['id']} {j['name']} ({j['state']})", 100)
+        if current.lower().lstrip("#") in label.lower():
+            out.append((label, str(j["id"])))
+    return out

@@ -1,0 +1,132 @@
+"""Serving: /models, /chat (streamed) and /publish of adapters to the vLLM servers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from hipbot.bot.handlers.common import (
+    COLOR_INFO,
+    COLOR_OK,
+    Context,
+    parse_job_id,
+    require_owner_or_admin,
+)
+from hipbot.bot.replies import Embed, Field, Reply
+from hipbot.config import Settings
+from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.backends import jobs_backend
+
+
+def _registry(settings: Settings) -> Any:
+    from hipbot.jobs.serve.registry import Registry
+
+    return Registry.open(settings)
+
+
+def model_names(settings: Settings) -> list[str]:
+    """Adapters and base models one can chat with (for autocomplete)."""
+    registry = _registry(settings)
+    names = [a.name for a in registry.list() if a.servers]
+    names += sorted({s.served_model for s in registry.servers()})
+    return names
+
+
+def models(ctx: Context) -> Reply:
+    registry = _registry(ctx.settings)
+    adapters = registry.list()
+    servers = registry.servers()
+    fields = []
+    for a in adapters[:20]:
+        where = ", ".join(a.servers) if a.servers else "not published"
+        fields.append(
+            Field(
+                a.name,
+                f"base `{a.base_model}` · rank {a.rank} · {', '.join(a.target_modules)}\n"
+                f"{where}" + (f" · job #{a.job_id}" if a.job_id else ""),
+            )
+        )
+    for s in servers:
+        fields.append(
+            Field(
+                f"base: {s.served_model}", f"server `{s.name}` (max LoRA rank {s.max_lora_rank})", inline=True
+            )
+        )
+    if not fields:
+        return Reply(
+            text="No adapters or vLLM servers are registered yet.",
+            embeds=[
+                Embed(
+                    title="Serving",
+                    description="An admin adds a server with `hipbot serve servers add NAME URL`.",
+                )
+            ],
+        )
+    return Reply(embeds=[Embed(title="Models", fields=fields, color=COLOR_INFO)])
+
+
+def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> Iterator[str]:
+    """The streamed answer of an adapter (or of a server's base model), checked before it starts."""
+    from hipbot.jobs.serve import chat as chat_lib
+
+    if not prompt or not prompt.strip():
+        raise HipbotError("the prompt is empty")
+    registry = _registry(ctx.settings)
+    name = adapter.strip()
+    if registry.find(name) is None:
+        bases = {s.served_model for s in registry.servers()}
+        if name not in bases and name not in ("base", ""):
+            raise HipbotError(
+                f"no adapter or base model named {name!r}", hint="/models lists what you can chat with"
+            )
+        target = None
+    else:
+        target = name
+    chat_lib.resolve_target(ctx.settings, target, registry)  # unknown, unpublished or no server: say so now
+    return chat_lib.stream_chat(
+        ctx.settings, prompt, adapter=target, registry=registry, max_tokens=max_tokens
+    )
+
+
+def _adapter_name_for_job(job: dict[str, Any]) -> str:
+    slug = re.sub(r"[^a-z0-9.-]+", "-", str(job.get("name") or "adapter").lower()).strip("-.") or "adapter"
+    return f"{slug[:50]}-job{job['id']}"
+
+
+def publish(ctx: Context, adapter: str) -> Reply:
+    """Publish a registered adapter, or a succeeded job's adapter (``#12``) after registering it."""
+    from hipbot.jobs.serve import publish as publish_lib
+
+    registry = _registry(ctx.settings)
+    target = adapter.strip()
+    if target.lstrip("#").isdigit() and registry.find(target) is None:
+        found = registry.by_job(target.lstrip("#"))
+        if found is None:
+            job_data = jobs_backend(ctx.settings).get(parse_job_id(target))
+            require_owner_or_admin(ctx, job_data.get("owner"), f"job #{job_data['id']}")
+            if job_data["state"] != "succeeded" or not job_data.get("adapter_dir"):
+                raise HipbotError(
+                    f"job #{job_data['id']} is {job_data['state']}: only a succeeded job has an adapter"
+                )
+            from pathlib import Path
+
+            found = publish_lib.register_adapter(
+                registry,
+                ctx.settings,
+                _adapter_name_for_job(job_data),
+                Path(job_data["adapter_dir"]),
+                base_model=job_data.get("base_model"),
+                job_id=str(job_data["id"]),
+                owner=job_data.get("owner"),
+            )
+        target = found.name
+    entry = registry.get(target)
+    require_owner_or_admin(ctx, entry.owner, f"adapter {entry.name}")
+    results = publish_lib.publish(registry, entry.name)
+    ctx.audit("publish", target=entry.name, servers=[r.server for r in results])
+    lines = [f"`{r.server}`: {r.action}" for r in results]
+    return Reply(
+        text=f"🚀 `{entry.name}` is live: chat with `/chat adapter:{entry.name}`",
+        embeds=[Embed(title=f"Published {entry.name}", description="\n".join(lines), color=COLOR_OK)],
+    )
