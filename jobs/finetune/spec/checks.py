@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 
+from hipbot.jobs.finetune.datasets.templates import LLAMAFACTORY_TEMPLATES, TEMPLATES, known_template
 from hipbot.jobs.finetune.spec.models import (
     DEEPSPEED_PRESETS,
     LLAMAFACTORY_DEEPSPEED,
@@ -199,8 +200,6 @@ def _check_data(spec: JobSpec, problems: list[str]) -> None:
     if spec.split_special_tokens and spec.use_fast_tokenizer:
         problems.append("split_special_tokens needs use_fast_tokenizer: false (as in LLaMA-Factory)")
     if spec.template is not None:
-        from hipbot.jobs.finetune.datasets import LLAMAFACTORY_TEMPLATES, TEMPLATES, known_template
-
         known = set(TEMPLATES) | LLAMAFACTORY_TEMPLATES
         if not known_template(spec.template):
             close = difflib.get_close_matches(spec.template, sorted(known), n=1)

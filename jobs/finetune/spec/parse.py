@@ -190,7 +190,7 @@ def validate_job(
         if attachment is not None:
             from hipbot.jobs.finetune.datasets import check_attachment
 
-            check_attachment(attachment, attachment_name or "dataset.jsonl", spec)
+            check_attachment(attachment, attachment_name or "dataset.jsonl")
     except HipbotError as exc:
         return Validation(None, str(exc))
     return Validation(spec, None)
