@@ -28,6 +28,11 @@ The last two are hipify-clang's argument moves for MIOpen (cuDNN orders some arg
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hipbot.agents.hipify.cpp_tokens import COMMENT, TokenWindow
+
 SOLVE_AUTO = "rocsparse_solve_policy_auto"
 ANALYSIS_FORCE = "rocsparse_analysis_policy_force"
 
@@ -162,3 +167,130 @@ def rules(roc: bool, miopen: bool) -> dict[str, list[Op]]:
     if miopen:
         return dict(ALL_MODES)
     return {**ALL_MODES, **HIP}
+
+
+Edit = tuple[int, int, str]  # (start, end, replacement) in the source text
+# (span to replace, span whose translated text goes there, or None to delete); a zero-width span
+# appends ", text": applied after the scan, once every rename inside the arguments is known
+Move = tuple[tuple[int, int], tuple[int, int] | None]
+
+
+@dataclass
+class CallRewrite:
+    """What one call's rewrite asks of the translator."""
+
+    edits: list[Edit] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    overload: str | None = None  # the name the number of arguments selects (``OVERLOADS``)
+
+
+def call_args(win: TokenWindow, i: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """For a name at ``win.get(i)`` followed by ``(``: (index of ``)``, token index ranges of args)."""
+    j = i + 1
+    while (t := win.get(j)) is not None and t.kind == COMMENT:
+        j += 1
+    if t is None or t.text != "(":
+        return None
+    depth = 0
+    args: list[tuple[int, int]] = []
+    first = -1
+    k = j - 1
+    while (t := win.get(k := k + 1)) is not None:
+        if t.kind == COMMENT:
+            continue
+        text = t.text
+        if text in ("(", "[", "{"):
+            depth += 1
+            if depth == 1:
+                continue
+        elif text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                if first >= 0:
+                    args.append((first, k - 1))
+                return k, args
+        elif text == "," and depth == 1:
+            args.append((first, k - 1))
+            first = -1
+            continue
+        elif text == ";" and depth <= 1:
+            return None
+        if first < 0:
+            first = k
+    return None
+
+
+def rewrite_call(
+    src: str,
+    start: int,
+    ops: list[Op],
+    overloads: dict[int, str] | None,
+    is_kernel: Callable[[str], bool],
+) -> CallRewrite:
+    """hipify-clang's argument rewrites ``ops`` for the call whose name starts at ``start``, or the
+    overload (of ``overloads``) the number of arguments selects; ``is_kernel`` tells the kernels
+    the file or project declares ``__global__``."""
+    out = CallRewrite()
+    win = TokenWindow(src, start)
+    call = call_args(win, 0)
+    if call is None or not call[1]:
+        return out
+    close, args = call
+    if overloads is not None:
+        out.overload = overloads.get(len(args))
+        return out
+    n = len(args)
+    close_at = win.get(close).start
+
+    def first(k: int) -> int:
+        return win.get(args[k][0]).start
+
+    def last(k: int) -> int:
+        return win.get(args[k][1]).end
+
+    for k, op, value in ops:
+        if op in ("symbol", "cast_size_t") and k < n:
+            opener = "HIP_SYMBOL(" if op == "symbol" else "reinterpret_cast<size_t*>("
+            out.edits.append((first(k), first(k), opener))
+            out.edits.append((last(k), last(k), ")"))
+        elif op == "add":
+            if k < n:
+                out.edits.append((first(k), first(k), value + ", "))
+            else:
+                out.edits.append((close_at, close_at, ", " + value))
+        elif op == "append" and k == n:
+            out.edits.append((close_at, close_at, ", " + value))
+        elif op == "kernel_cast" and k < n:
+            j = k  # `kernel<T, 256>`: the template arguments' commas split it; join them back
+            while j + 1 < n and src.count("<", first(k), last(j)) > src.count(">", first(k), last(j)):
+                j += 1
+            arg = src[first(k) : last(j)]
+            if is_kernel(arg.split("<")[0].strip()) and arg.count("<") == arg.count(">"):
+                out.edits.append((first(k), first(k), "reinterpret_cast<const void*>("))
+                out.edits.append((last(j), last(j), ")"))
+        elif op == "replace" and k < n:
+            out.edits.append((first(k), last(k), value))
+        elif op == "remove" and k < n:
+            if k + 1 < n:
+                out.edits.append((first(k), first(k + 1), ""))
+            elif k > 0:
+                out.edits.append((last(k - 1), close_at, ""))
+        elif op == "swap":
+            j, count = (int(v) for v in value.split())
+            if max(k, j) + count <= n:
+                for i in range(count):
+                    a, b = (first(k + i), last(k + i)), (first(j + i), last(j + i))
+                    out.moves += [(a, b), (b, a)]
+        elif op == "to_end":
+            count = int(value)
+            if k + count < n:  # moved arguments leave with their trailing comma
+                out.moves.append(((first(k), first(k + count)), None))
+                out.moves.append(((close_at, close_at), (first(k), last(k + count - 1))))
+        elif op == "copy" and k < n:
+            text = src[first(k) : last(k)]
+            to = int(value)
+            if to < n:
+                out.edits.append((first(to), first(to), text + ", "))
+            else:
+                out.edits.append((close_at, close_at, ", " + text))
+    return out

@@ -1,5 +1,5 @@
-"""``hipbot hipify`` and ``hipbot mappings``: thin CLI over ``hipify``, ``lints``, ``compile_check``
-and ``mappings``. Accepts hipify-clang's option spellings so existing scripts keep working."""
+"""``hipbot hipify`` and ``hipbot mappings``: thin CLI over ``translate``, ``tree``, ``lints``,
+``compile_check`` and ``mappings``. Accepts hipify-clang's option spellings so existing scripts keep working."""
 
 from __future__ import annotations
 
@@ -8,11 +8,24 @@ import dataclasses
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from hipbot.agents.hipify import translate as hipify_lib
+from hipbot.agents.hipify import mappings as mp
+from hipbot.agents.hipify.report import HipifyOptions, HipifyReport, HipifyResult
+from hipbot.agents.hipify.translate import translate, translate_path
+from hipbot.agents.hipify.tree import (
+    FileOutcome,
+    collect_sources,
+    output_path,
+    project_names,
+    read_source,
+    read_stdin,
+    write_file,
+    write_stdout,
+)
 from hipbot.errors import HipbotError
 
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
@@ -157,18 +170,17 @@ def hipify(
     searched for the project's headers, translated ones under -o-dir).
     """
     ctx = click.get_current_context()
-    check_args = compile_check_args(include_dirs, defines, ctx.meta.get("clang_args", []))
-    unknown = [a for a in inputs if a.startswith("-") and a != "-"]
-    paths = [a for a in inputs if not (a.startswith("-") and a != "-")]
-    for opt in unknown:
-        click.echo(f"hipify: ignoring unknown option {opt}", err=True)
-    if not paths:
-        raise HipbotError("no input given", hint="hipbot hipify FILE|DIR|- (see hipbot hipify --help)")
-    if inplace and (output or out_dir):
-        raise HipbotError("--inplace cannot be combined with -o or --o-dir")
-    if output and out_dir:
-        raise HipbotError("give either -o FILE or --o-dir DIR, not both")
-    options = hipify_lib.HipifyOptions(
+    emit = _Emit(
+        as_json,
+        examine,
+        print_stats,
+        print_stats_csv,
+        check_arch,
+        check_timeout,
+        compile_check_args(include_dirs, defines, ctx.meta.get("clang_args", [])),
+    )
+    paths = _input_paths(inputs, inplace, output, out_dir)
+    options = HipifyOptions(
         roc=roc,
         miopen=miopen,
         experimental=experimental,
@@ -180,54 +192,71 @@ def hipify(
         undocumented_features=not no_undocumented_features,
         skip_excluded_blocks=skip_excluded_preprocessor_conditional_blocks or default_preprocessor,
     )
-
-    def emit_one(data: bytes, label: str, source: Path | None) -> None:
-        """One input to stdout or -o (stdin, or a single file not written to a tree)."""
-        result = hipify_lib.translate(hipify_lib.check_text(data, label), options, label)
-        _finish(
-            _emit_single(
-                result,
-                output,
-                as_json,
-                examine,
-                print_stats,
-                print_stats_csv,
-                check_arch,
-                check_timeout,
-                source,
-                check_args,
-            )
-        )
-
     if "-" in paths:
         if len(paths) > 1:
             raise HipbotError("'-' (stdin) cannot be mixed with other inputs")
         if inplace:
             raise HipbotError("--inplace needs files, not stdin")
-        emit_one(sys.stdin.buffer.read(), "<stdin>", None)
+        _finish(_emit_single(translate(read_stdin(), options, "<stdin>"), output, None, emit))
         return
 
-    sources = hipify_lib.collect_sources([Path(p) for p in paths])
+    sources = collect_sources([Path(p) for p in paths])
     if not sources:
         raise HipbotError("no CUDA/C++ source files found in the inputs")
     single = len(sources) == 1 and sources[0][1] is None
     if single and not inplace and not out_dir:
         path = sources[0][0]
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise HipbotError(f"{path}: cannot read ({exc.strerror})") from exc
-        emit_one(data, str(path), path)
+        _finish(_emit_single(translate(read_source(path), options, str(path)), output, path, emit))
         return
     if output:
         raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")
+    _translate_tree(sources, options, out_dir, inplace, emit)
 
+
+@dataclass(frozen=True)
+class _Emit:
+    """How results are shown, saved and checked: the output flags, shared by every path."""
+
+    as_json: bool
+    examine: bool
+    print_stats: bool
+    print_stats_csv: bool
+    check_arch: str | None
+    check_timeout: float
+    check_args: tuple[list[str], list[str]]  # (include folders, other hipcc arguments)
+
+
+def _input_paths(
+    inputs: tuple[str, ...], inplace: bool, output: Path | None, out_dir: Path | None
+) -> list[str]:
+    """The inputs that are paths (or '-'); options this CLI does not know are reported and ignored."""
+    unknown = [a for a in inputs if a.startswith("-") and a != "-"]
+    paths = [a for a in inputs if not (a.startswith("-") and a != "-")]
+    for opt in unknown:
+        click.echo(f"hipify: ignoring unknown option {opt}", err=True)
+    if not paths:
+        raise HipbotError("no input given", hint="hipbot hipify FILE|DIR|- (see hipbot hipify --help)")
+    if inplace and (output or out_dir):
+        raise HipbotError("--inplace cannot be combined with -o or --o-dir")
+    if output and out_dir:
+        raise HipbotError("give either -o FILE or --o-dir DIR, not both")
+    return paths
+
+
+def _translate_tree(
+    sources: list[tuple[Path, Path | None]],
+    options: HipifyOptions,
+    out_dir: Path | None,
+    inplace: bool,
+    emit: _Emit,
+) -> None:
+    """Translate several files (or one into --o-dir / --inplace), then compile-check the written tree."""
     if len(sources) > 1:
-        names, kernels = hipify_lib.project_names([s for s, _ in sources])
+        names, kernels = project_names([s for s, _ in sources])
         renamed = tuple(
             (str(src.resolve()), out.name)
             for src, root in sources
-            if (out := hipify_lib.output_path(src, root, out_dir, inplace)).name != src.name
+            if (out := output_path(src, root, out_dir, inplace)).name != src.name
         )
         options = dataclasses.replace(
             options, project_names=names, project_kernels=kernels, renamed_sources=renamed
@@ -236,42 +265,52 @@ def hipify(
     records = []
     to_check = []
     for source, root in sources:
-        outcome = hipify_lib.translate_path(
-            source, options, root=root, out_dir=out_dir, inplace=inplace, write=not examine
+        outcome = translate_path(
+            source, options, root=root, out_dir=out_dir, inplace=inplace, write=not emit.examine
         )
-        record: dict = {"file": str(source), "output": str(outcome.output) if outcome.output else None}
-        if outcome.error:
-            failed += 1
-            record["error"] = outcome.error
-            click.echo(f"error: {outcome.error}" + (" (file left unchanged)" if inplace else ""), err=True)
-        if outcome.result is not None:
-            record.update(outcome.result.to_dict())
-            if not as_json:
-                _print_findings(outcome.result)
-            if print_stats or examine:
-                _print_stats(outcome.result.report)
-            if print_stats_csv and not examine:
-                _write_csv(outcome.result.report, Path(str(outcome.output or source) + ".csv"))
-            if check_arch and outcome.result.ok:
-                to_check.append((source, outcome, record))
-        if outcome.output and not as_json and not examine:
-            click.echo(f"{source} -> {outcome.output}", err=True)
+        record = _tree_record(outcome, inplace, emit)
+        failed += outcome.error is not None
+        if emit.check_arch and outcome.result is not None and outcome.result.ok:
+            to_check.append((source, outcome, record))
         records.append(record)
     # compiled once the whole tree is written, so that each finds the translated headers it includes;
     # headers are compiled through the translation units that include them (alone when there are none)
     units = [c for c in to_check if c[0].suffix in UNIT_SUFFIXES] or to_check
+    check_args = emit.check_args
     if out_dir is not None:  # -I folders inside an input tree mean their translations
         roots = {root for _, root in sources if root is not None}
         check_args = ([_translated_dir(d, roots, out_dir) for d in check_args[0]], check_args[1])
     for source, outcome, record in units:
         where = (outcome.output or source).parent
-        check = _run_check(outcome.result.text, check_arch, check_timeout, as_json, check_args, where)
+        check = _run_check(
+            outcome.result.text, emit.check_arch, emit.check_timeout, emit.as_json, check_args, where
+        )
         record["check"] = check.to_dict()
         failed += not check.ok
-    if as_json:
+    if emit.as_json:
         click.echo(json.dumps({"files": records}, indent=2))
     if failed:
         raise HipbotError(f"{failed} of {len(sources)} file(s) failed (see the messages above)")
+
+
+def _tree_record(outcome: FileOutcome, inplace: bool, emit: _Emit) -> dict:
+    """Report one file of a tree (errors, findings, stats, CSV) and return its JSON record."""
+    source = outcome.source
+    record: dict = {"file": str(source), "output": str(outcome.output) if outcome.output else None}
+    if outcome.error:
+        record["error"] = outcome.error
+        click.echo(f"error: {outcome.error}" + (" (file left unchanged)" if inplace else ""), err=True)
+    if outcome.result is not None:
+        record.update(outcome.result.to_dict())
+        if not emit.as_json:
+            _print_findings(outcome.result)
+        if emit.print_stats or emit.examine:
+            _print_stats(outcome.result.report)
+        if emit.print_stats_csv and not emit.examine:
+            _write_csv(outcome.result.report, Path(str(outcome.output or source) + ".csv"))
+    if outcome.output and not emit.as_json and not emit.examine:
+        click.echo(f"{source} -> {outcome.output}", err=True)
+    return record
 
 
 def _translated_dir(folder: str, roots: set[Path], out_dir: Path) -> str:
@@ -292,63 +331,42 @@ def _finish(failed: bool) -> None:
         raise HipbotError("hipify finished with errors (see the messages above)")
 
 
-def _emit_single(
-    result: hipify_lib.HipifyResult,
-    output: Path | None,
-    as_json: bool,
-    examine: bool,
-    print_stats: bool,
-    print_stats_csv: bool,
-    check_arch: str | None,
-    check_timeout: float,
-    source: Path | None,
-    check_args: tuple[list[str], list[str]],
-) -> bool:
+def _emit_single(result: HipifyResult, output: Path | None, source: Path | None, emit: _Emit) -> bool:
     """Write one translation to stdout or -o; returns True when something failed."""
     failed = False
     for err in result.report.errors:
         click.echo(f"error: {err} (left as written)", err=True)
     record = result.to_dict()
-    if not as_json:
+    if not emit.as_json:
         _print_findings(result)
-    if not examine:
+    if not emit.examine:
         if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(result.text, encoding="utf-8")
-        elif not as_json:
-            _write_stdout(result.text)
-    if print_stats or examine:
+            write_file(output, result.text)
+        elif not emit.as_json:
+            write_stdout(result.text)
+    if emit.print_stats or emit.examine:
         _print_stats(result.report)
-    if print_stats_csv and not examine:
+    if emit.print_stats_csv and not emit.examine:
         target = output or (Path(str(source) + ".hip.csv") if source else None)
         if target is None:
             click.echo(_csv_text(result.report), err=True, nl=False)
         else:
             _write_csv(result.report, target if target.suffix == ".csv" else Path(str(target) + ".csv"))
-    if check_arch:
+    if emit.check_arch:
         where = (output or source).parent if (output or source) else None
-        check = _run_check(result.text, check_arch, check_timeout, as_json, check_args, where)
+        check = _run_check(
+            result.text, emit.check_arch, emit.check_timeout, emit.as_json, emit.check_args, where
+        )
         record["check"] = check.to_dict()
         failed = not check.ok
-    if as_json:
-        if output is None and not examine:
+    if emit.as_json:
+        if output is None and not emit.examine:
             record["text"] = result.text
         click.echo(json.dumps(record, indent=2))
     return failed
 
 
-def _write_stdout(text: str) -> None:
-    """UTF-8 bytes whatever the locale says (sources carry non-ASCII comments), line endings kept."""
-    sys.stdout.flush()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:
-        sys.stdout.write(text)
-    else:
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
-
-
-def _print_findings(result: hipify_lib.HipifyResult) -> None:
+def _print_findings(result: HipifyResult) -> None:
     report = result.report
     for u in report.unconverted:
         if u.reason == "unknown":
@@ -364,13 +382,13 @@ def _print_findings(result: hipify_lib.HipifyResult) -> None:
         )
 
 
-def _print_stats(report: hipify_lib.HipifyReport) -> None:
+def _print_stats(report: HipifyReport) -> None:
     click.echo(f"[HIPIFY] info: file '{report.filename}' statistics:", err=True)
     for name, value in report.stats_rows():
         click.echo(f"  {name}: {value}", err=True)
 
 
-def _csv_text(report: hipify_lib.HipifyReport) -> str:
+def _csv_text(report: HipifyReport) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, delimiter=";", lineterminator="\n")
     writer.writerow(["file", report.filename])
@@ -379,7 +397,7 @@ def _csv_text(report: hipify_lib.HipifyReport) -> str:
     return buf.getvalue()
 
 
-def _write_csv(report: hipify_lib.HipifyReport, path: Path) -> None:
+def _write_csv(report: HipifyReport, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(_csv_text(report), encoding="utf-8")
 
@@ -434,12 +452,9 @@ def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
     """Show the mapping rows of CUDA (or HIP/roc) names, e.g. cudaMemcpyToSymbol."""
     from dataclasses import asdict
 
-    from hipbot.agents.hipify import mappings as mp
-
-    table = mp.load()
     found = []
     for name in names:
-        rows = table.by_cuda.get(name) or table.by_hip.get(name) or table.by_roc.get(name) or []
+        rows = mp.lookup(name)
         if not rows:
             click.echo(f"{name}: not in the mapping tables", err=True)
         found.extend(rows)
@@ -460,8 +475,6 @@ def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
 def mappings_info() -> None:
     """Where the bundled data comes from: upstream commit, ref, license, row counts."""
     from collections import Counter
-
-    from hipbot.agents.hipify import mappings as mp
 
     table = mp.load()
     meta = table.meta
@@ -488,8 +501,6 @@ def mappings_info() -> None:
 )
 def mappings_update(docs: Path | None, download: bool, ref: str | None, output: Path | None) -> None:
     """Regenerate the mapping data file from HIPIFY's tables (--docs PATH or --download --ref REF)."""
-    from hipbot.agents.hipify import mappings as mp
-
     if bool(docs) == bool(download):
         raise HipbotError("give exactly one of --docs PATH or --download --ref REF")
     if download:

@@ -4,6 +4,7 @@ unless already written as ``dim3(...)``, ``0`` for an omitted shared-memory size
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -224,3 +225,50 @@ def hip_launch_call(kernel: str, config: list[str], args: str | None, templated:
     if args is not None and args.strip():
         parts.append(args.strip())
     return "hipLaunchKernelGGL(" + ", ".join(parts) + ")"
+
+
+_FUNCTION_MACRO = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
+
+
+def macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:
+    """(name, parameters, end offset) of the function-like ``#define`` whose body holds ``pos``."""
+    start = src.rfind("\n", 0, pos) + 1
+    while start > 1 and src[max(0, start - 3) : start].rstrip("\r\n").endswith("\\"):
+        start = src.rfind("\n", 0, start - 1) + 1
+    m = _FUNCTION_MACRO.match(src, start)
+    if m is None:
+        return None
+    end = pos
+    while True:
+        nl = src.find("\n", end)
+        if nl == -1:
+            end = len(src)
+            break
+        if src[max(0, nl - 2) : nl].rstrip("\r").endswith("\\"):
+            end = nl + 1
+            continue
+        end = nl
+        break
+    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+    return m.group(1), params, end
+
+
+def statement_line_start(src: str, pos: int) -> int:
+    """Where the statement holding the ``<<<`` at ``pos`` begins (just after the last ``;``, ``{``
+    or ``}``): a kernel name with template arguments may sit lines above its ``<<<``. The look-back
+    is bounded, so the scan stays linear."""
+    floor = max(0, pos - 4096)
+    cut = max(src.rfind(";", floor, pos), src.rfind("{", floor, pos), src.rfind("}", floor, pos))
+    if cut >= 0:
+        return cut + 1
+    return src.rfind("\n", 0, floor) + 1 if floor else 0
+
+
+def prev_text(win: TokenWindow, i: int) -> str:
+    """The text of the last non-comment token before ``win.get(i)`` ("" at the start)."""
+    while i > 0:
+        i -= 1
+        t = win.get(i)
+        if t is not None and t.kind != COMMENT:
+            return t.text
+    return ""

@@ -2,6 +2,11 @@
 
 The tables are the source of truth; ``generate()`` turns them into the compact data file shipped
 in ``agents/data/`` so translation and lookups work offline, and ``load()`` reads it back.
+
+The public surface, shared by the translator (``renames``), the docs store and ingest, and the CLI:
+``ApiMapping`` (one row) and its ``COLUMNS``, ``load()`` (the bundled table) and ``lookup(name)``
+(the rows of a CUDA, HIP or roc*/MIOpen name), ``parse_tables()`` (rows from a docs checkout), and
+``generate`` / ``download`` / ``write_data_file`` / ``read_data_file`` for the data file.
 """
 
 from __future__ import annotations
@@ -14,6 +19,21 @@ from functools import cache
 from pathlib import Path
 
 from hipbot.errors import HipbotError
+
+__all__ = [
+    "COLUMNS",
+    "DATA_FILE",
+    "ApiMapping",
+    "MappingTable",
+    "download",
+    "generate",
+    "load",
+    "lookup",
+    "parse_table_file",
+    "parse_tables",
+    "read_data_file",
+    "write_data_file",
+]
 
 DATA_FILE = Path(__file__).parent / "data" / "cuda2hip.json.gz"
 UPSTREAM_REPO = "ROCm/HIPIFY"
@@ -260,6 +280,10 @@ class MappingTable:
             return None
         return next((r for r in rows if r.hip), rows[0])
 
+    def lookup(self, name: str) -> list[ApiMapping]:
+        """The rows of a CUDA name, else of a HIP name, else of a roc*/MIOpen name."""
+        return self.by_cuda.get(name) or self.by_hip.get(name) or self.by_roc.get(name) or []
+
     def __contains__(self, cuda_name: str) -> bool:
         return cuda_name in self.by_cuda
 
@@ -277,6 +301,11 @@ def table_from_data(data: dict) -> MappingTable:
 def load(path: Path = DATA_FILE) -> MappingTable:
     """The bundled mappings (cached: the table is immutable once loaded)."""
     return table_from_data(read_data_file(path))
+
+
+def lookup(name: str) -> list[ApiMapping]:
+    """The bundled rows of a CUDA, HIP or roc*/MIOpen name (empty when no table lists it)."""
+    return load().lookup(name)
 
 
 RAW_BASE_URL = "https://raw.githubusercontent.com"

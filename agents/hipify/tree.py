@@ -1,0 +1,141 @@
+"""Tree I/O for the translator: every byte read or written goes through here. Decoding input
+(``check_text``), reading sources, walking input trees, naming outputs (``x.cu`` -> ``x.hip``),
+writing translations (atomically, with a ``.prehip`` backup for ``--inplace``) and stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hipbot.agents.hipify.names import kernel_names, own_names
+from hipbot.agents.hipify.report import HipifyResult
+from hipbot.errors import HipbotError
+
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cxx", ".cc", ".c", ".h", ".hpp", ".hxx", ".inl")
+
+
+@dataclass
+class FileOutcome:
+    source: Path
+    output: Path | None
+    result: HipifyResult | None
+    error: str | None = None
+
+
+def check_text(data: bytes, filename: str = "<stdin>") -> str:
+    """Decode input bytes, refusing what is not C/C++ text (binary, non-UTF-8, empty, huge)."""
+    if not data.strip():
+        raise HipbotError(f"{filename}: input is empty")
+    if len(data) > MAX_INPUT_BYTES:
+        raise HipbotError(
+            f"{filename}: input is {len(data) // (1024 * 1024)} MiB; the limit is {MAX_INPUT_BYTES // (1024 * 1024)} MiB"
+        )
+    if b"\0" in data[:65536]:
+        raise HipbotError(f"{filename}: looks like a binary file (NUL bytes), not CUDA source")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise HipbotError(
+            f"{filename}: not valid UTF-8 (line {line}, byte offset {exc.start})",
+            hint="convert the file to UTF-8 first, e.g. iconv -f latin1 -t utf-8",
+        ) from exc
+    return text.removeprefix("\ufeff")
+
+
+def encode_text(text: str) -> bytes:
+    """The bytes a translation is written as."""
+    return text.encode("utf-8")
+
+
+def read_source(path: Path) -> str:
+    """A source file's text (``check_text``); a HipbotError when it cannot be read or decoded."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise HipbotError(f"{path}: cannot read ({exc.strerror})") from exc
+    return check_text(data, str(path))
+
+
+def read_stdin() -> str:
+    return check_text(sys.stdin.buffer.read(), "<stdin>")
+
+
+def write_stdout(text: str) -> None:
+    """UTF-8 bytes whatever the locale says (sources carry non-ASCII comments), line endings kept."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        buffer.write(encode_text(text))
+        buffer.flush()
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write one translation where ``-o`` says (creating its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode_text(text))
+
+
+def write_output(source: Path, target: Path, text: str, inplace: bool) -> None:
+    """Write the translation of ``source`` to ``target`` atomically; in place, the original bytes
+    are kept first as ``source.prehip``."""
+    if inplace:
+        backup = source.with_name(source.name + ".prehip")
+        backup.write_bytes(source.read_bytes())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".hipbot-tmp")
+    tmp.write_bytes(encode_text(text))
+    tmp.replace(target)
+
+
+def output_path(source: Path, root: Path | None, out_dir: Path | None, inplace: bool) -> Path:
+    """Where the translation of ``source`` goes: ``x.cu`` -> ``x.hip`` beside it or under ``out_dir``
+    (keeping the tree below ``root``), or the file itself with ``inplace``."""
+    if inplace:
+        return source
+    name = source.with_suffix(".hip").name if source.suffix in (".cu",) else source.name
+    if out_dir is None:
+        if source.suffix != ".cu":
+            return source.with_name(source.stem + ".hip" + source.suffix)
+        return source.with_name(name)
+    rel = source.relative_to(root).parent if root is not None else Path()
+    return out_dir / rel / name
+
+
+def project_names(sources: list[Path]) -> tuple[frozenset[str], frozenset[str]]:
+    """``own_names`` and ``kernel_names`` over a whole tree, so that ``cudaCheck`` defined in
+    ``common.h`` is not reported as an unknown CUDA API in the ``.cu`` files that use it, and a
+    kernel declared in a ``.cuh`` is known where it is passed by name. Unreadable files are skipped
+    here (translating them reports why)."""
+    names: set[str] = set()
+    kernels: set[str] = set()
+    for path in sources:
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        names |= own_names(text)
+        kernels |= kernel_names(text)
+    return frozenset(names), frozenset(kernels)
+
+
+def collect_sources(paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Files to translate, each with the directory it was found under (None for a file argument)."""
+    found: list[tuple[Path, Path | None]] = []
+    for p in paths:
+        if p.is_dir():
+            for dirpath, dirnames, filenames in os.walk(p):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for f in sorted(filenames):
+                    if f.endswith(SOURCE_SUFFIXES):
+                        found.append((Path(dirpath) / f, p))
+        elif p.is_file():
+            found.append((p, None))
+        else:
+            raise HipbotError(f"no such file or directory: {p}")
+    return found
