@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.fast.plan import FastPlan
 from hipbot.jobs.finetune.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
 
@@ -514,7 +515,13 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     metrics: dict[str, Any] = {}
     if trainer.is_world_process_zero():
+        # How the examples were prompted, so serving prompts the same way; the saved tokenizer
+        # carries that template too. No pickles beside the adapter: training_args.bin goes.
+        record = template_record.from_training(spec, tokenizer)
+        tokenizer.chat_template = record.chat_template
         tokenizer.save_pretrained(str(output_dir))
+        template_record.write(output_dir, record)
+        (output_dir / "training_args.bin").unlink(missing_ok=True)
         # The trainer state carries the log of earlier attempts too, so a resumed job reports and
         # plots the whole run.
         logged = [
