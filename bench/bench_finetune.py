@@ -1,13 +1,20 @@
 """GPU figures for the fine-tune recipe: a Llama-3-8B-shaped model with random weights, LoRA on
 q_proj,v_proj (r=8), bf16, per-device batch 4, cutoff_len 1024.
 
-Each hipbot run goes through the worker's own launch path (``runner.run_child``: plain python
-without DeepSpeed, torchrun with it); the baseline is a plain transformers+peft loop on the same
-tokenized batches. Prints ms/step, tokens/s, measured peak (``torch.cuda.max_memory_allocated``)
-and the memory pre-check's estimate beside it, and writes everything as JSON.
+Side by side, on the same tokenized batches in the same order: a plain transformers+peft loop
+(``plain``), the same loop with Liger's kernels (``liger``), and hipbot's trainer through the
+worker's own launch path (``runner.run_child``) with its default fast path (``hipbot``), its plain
+path (``hipbot_off``: ``hipbot_fast: false``) or ``neat_packing`` (``hipbot_neat``); ``_gc``
+adds gradient checkpointing, ``z2``/``z3``/``z3_offload`` DeepSpeed. Each run prints ms/step,
+real tokens/s (tokens that are not padding), measured peak (``torch.cuda.max_memory_allocated``),
+the memory pre-check's estimate beside it, time from launch to the first optimizer step, and the
+losses (the largest gap to ``plain``'s loss at the same step).
 
-    python bench/bench_finetune.py --tokenizer .bench/tokenizer --workdir /tmp/bench \\
-        --runs baseline,none,none_gc,z3,z3_offload --steps 12 --out results.json
+``--data alpaca`` draws each example's length from an Alpaca-like spread (short prompts, answers
+of a few words to a few hundred); ``--data full`` cuts every example at ``cutoff_len``.
+
+    python bench/bench_finetune.py --tokenizer .bench/tokenizer --data alpaca \\
+        --runs plain,plain_gc,liger,liger_gc,hipbot,hipbot_gc --steps 24 --out results.json
 
 ``--shape tiny`` runs the same pipeline on CPU-sized numbers (a smoke test of this script).
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
 import statistics
@@ -50,17 +58,37 @@ SHAPES = {
         "tie_word_embeddings": False,
     },
 }
-RUNS = {
-    "baseline": {"deepspeed": None, "gradient_checkpointing": False},
-    "baseline_gc": {"deepspeed": None, "gradient_checkpointing": True},
-    "none": {"deepspeed": None, "gradient_checkpointing": False},
-    "none_gc": {"deepspeed": None, "gradient_checkpointing": True},
-    "z2": {"deepspeed": "z2", "gradient_checkpointing": False},
-    "z3": {"deepspeed": "z3", "gradient_checkpointing": False},
-    "z3_gc": {"deepspeed": "z3", "gradient_checkpointing": True},
-    "z3_offload": {"deepspeed": "z3_offload", "gradient_checkpointing": False},
-    "z3_offload_gc": {"deepspeed": "z3_offload", "gradient_checkpointing": True},
+LOOPS = {"plain": False, "liger": True}  # the bare loop, with or without Liger's kernels
+HIPBOT = {  # the spec keys of each hipbot run
+    "hipbot": {},
+    "hipbot_off": {"hipbot_fast": False},
+    "hipbot_neat": {"neat_packing": True},
+    "z2": {"deepspeed": "z2"},
+    "z3": {"deepspeed": "z3"},
+    "z3_offload": {"deepspeed": "z3_offload"},
 }
+WORDS = [
+    "kernel",
+    "device",
+    "memory",
+    "stream",
+    "warp",
+    "wavefront",
+    "thread",
+    "block",
+    "grid",
+    "launch",
+    "hip",
+    "cuda",
+    "rocm",
+    "buffer",
+    "copy",
+    "event",
+    "atomic",
+    "shared",
+    "global",
+    "register",
+]
 
 
 def make_model(dest: Path, shape: str, tokenizer: Path) -> Path:
@@ -111,39 +139,29 @@ def make_model(dest: Path, shape: str, tokenizer: Path) -> Path:
     return dest
 
 
-def make_dataset(dest: Path, records: int) -> Path:
-    """Alpaca records long enough that every example is cut at cutoff_len (full batches)."""
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(max(1, n)))
+
+
+def make_dataset(dest: Path, records: int, lengths: str = "full") -> Path:
+    """Alpaca records: ``full`` ones long enough to be cut at any cutoff_len; ``alpaca`` ones whose
+    word counts follow Alpaca's spread (log-normal: instruction median 13 words, an input in 40 %
+    of the records, answers median 60 words with a long tail, at most 900)."""
     rng = random.Random(0)
-    words = [
-        "kernel",
-        "device",
-        "memory",
-        "stream",
-        "warp",
-        "wavefront",
-        "thread",
-        "block",
-        "grid",
-        "launch",
-        "hip",
-        "cuda",
-        "rocm",
-        "buffer",
-        "copy",
-        "event",
-        "atomic",
-        "shared",
-        "global",
-        "register",
-    ]
-    rows = [
-        {
-            "instruction": " ".join(rng.choice(words) for _ in range(60)),
-            "input": "",
-            "output": " ".join(rng.choice(words) for _ in range(1400)),
-        }
-        for _ in range(records)
-    ]
+    rows = []
+    for _ in range(records):
+        if lengths == "full":
+            rows.append({"instruction": _words(rng, 60), "input": "", "output": _words(rng, 1400)})
+            continue
+        rows.append(
+            {
+                "instruction": _words(rng, int(rng.lognormvariate(math.log(13), 0.5))),
+                "input": _words(rng, int(rng.lognormvariate(math.log(12), 1.0)))
+                if rng.random() < 0.4
+                else "",
+                "output": _words(rng, min(900, int(rng.lognormvariate(math.log(60), 1.0)))),
+            }
+        )
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "bench.json").write_text(json.dumps(rows), encoding="utf-8")
     (dest / "dataset_info.json").write_text(
@@ -155,7 +173,7 @@ def make_dataset(dest: Path, records: int) -> Path:
 def job_spec(model: Path, data: Path, out: Path, run: str, steps: int, batch: int, cutoff: int) -> Any:
     from hipbot.jobs.finetune.spec import parse_spec
 
-    cfg = RUNS[run]
+    name, gc = (run[:-3], True) if run.endswith("_gc") else (run, False)
     raw = {
         "model_name_or_path": str(model),
         "stage": "sft",
@@ -172,17 +190,25 @@ def job_spec(model: Path, data: Path, out: Path, run: str, steps: int, batch: in
         "save_steps": 10_000,
         "logging_steps": 1,
         "bf16": True,
-        "gradient_checkpointing": cfg["gradient_checkpointing"],
+        "gradient_checkpointing": gc,
+        "disable_shuffling": True,  # the loops take the examples in order: the same batches
         "output_dir": str(out),
+        **HIPBOT.get(name, {}),
     }
-    if cfg["deepspeed"]:
-        raw["deepspeed"] = cfg["deepspeed"]
     return parse_spec(raw)
 
 
-def _step_ms(times: list[float], warmup: int) -> float:
+def _timed(times: list[float], tokens: list[int], warmup: int) -> dict[str, float]:
+    """Mean step time and real tokens/s over the steps after ``warmup`` (lengths vary per step)."""
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)][warmup:]
-    return 1000 * statistics.median(gaps) if gaps else float("nan")
+    counted = tokens[1:][warmup:]
+    if not gaps:
+        return {"ms_per_step": float("nan"), "tokens_per_s": float("nan")}
+    return {
+        "ms_per_step": round(1000 * sum(gaps) / len(gaps), 1),
+        "median_ms": round(1000 * statistics.median(gaps), 1),
+        "tokens_per_s": round(sum(counted) / sum(gaps), 1),
+    }
 
 
 def run_hipbot(spec: Any, job_dir: Path, warmup: int) -> dict[str, Any]:
@@ -193,39 +219,42 @@ def run_hipbot(spec: Any, job_dir: Path, warmup: int) -> dict[str, Any]:
     write_job(job_dir, spec)
     lines: list[dict[str, Any]] = []
     output: list[str] = []
+    launched = time.time()
     result = run_child(job_dir, spec, 1, on_progress=lines.append, on_output=output.extend)
     if result.state != "succeeded":
         print("\n".join(output[-30:]), file=sys.stderr)
         return {"error": result.error}
-    times = [line["time"] for line in lines]
-    ms = _step_ms(times, warmup)
-    tokens = spec.per_device_train_batch_size * spec.cutoff_len
     m = result.metrics
     return {
-        "ms_per_step": round(ms, 1),
-        "tokens_per_s": round(tokens / ms * 1000, 1),
+        **_timed([x["time"] for x in lines], [x["tokens"] for x in lines], warmup),
+        "first_step_s": round(lines[0]["time"] - launched, 1),
         "peak_gib": m.get("peak_memory_gib"),
         "reserved_gib": m.get("peak_reserved_gib"),
-        "first_loss": m.get("first_loss"),
-        "final_loss": m.get("final_loss"),
+        "losses": [x["loss"] for x in lines],
+        "plan": next((x for x in output if "fast path:" in x), ""),
     }
 
 
-def baseline(
-    model: str, data: str, steps: int, batch: int, cutoff: int, gc: bool, warmup: int
-) -> dict[str, Any]:
-    """Plain transformers + peft: load bf16, wrap LoRA, AdamW, loop. Same tokenized examples."""
+def loop(
+    model: str, data: str, steps: int, batch: int, cutoff: int, gc: bool, liger: bool, warmup: int
+) -> dict:
+    """Plain transformers + peft: load bf16, wrap LoRA, AdamW, loop (``liger``: Liger's kernels first)."""
+    launched = time.time()
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hipbot.jobs.finetune.datasets import build_examples
-    from hipbot.jobs.finetune.trainer import _Collator
+    from hipbot.jobs.finetune.fast.collate import PaddedCollator
 
-    spec = job_spec(Path(model), Path(data), Path("/tmp/unused"), "none", steps, batch, cutoff)
+    spec = job_spec(Path(model), Path(data), Path("/tmp/unused"), "plain", steps, batch, cutoff)
     tok = AutoTokenizer.from_pretrained(model)
     examples = build_examples(spec, tok, data).train
     m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16).cuda()
+    if liger:
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(model=m)
     m.config.use_cache = False
     m.train()  # from_pretrained returns eval mode, where HF skips gradient checkpointing
     if gc:
@@ -235,26 +264,59 @@ def baseline(
         m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     )
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
-    collate = _Collator(tok.pad_token_id or tok.eos_token_id)
+    collate = PaddedCollator(tok.pad_token_id or tok.eos_token_id)
     torch.cuda.reset_peak_memory_stats()
-    times = []
+    times, tokens, losses = [], [], []
     for step in range(steps):
-        batch_rows = [examples[(step * batch + i) % len(examples)] for i in range(batch)]
-        inputs = {k: v.cuda() for k, v in collate(batch_rows).items()}
+        before = collate.tokens
+        inputs = {k: v.cuda() for k, v in collate(examples[step * batch : (step + 1) * batch]).items()}
         loss = m(**inputs).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in m.parameters() if p.requires_grad], 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss.item()
+        losses.append(loss.item())
         times.append(time.time())
-    ms = _step_ms(times, warmup)
+        tokens.append(collate.tokens - before)
     return {
-        "ms_per_step": round(ms, 1),
-        "tokens_per_s": round(batch * cutoff / ms * 1000, 1),
+        **_timed(times, tokens, warmup),
+        "first_step_s": round(times[0] - launched, 1),
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
         "reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
+        "losses": losses,
     }
+
+
+def _run_loop(args: argparse.Namespace, run: str, model: Path, data: Path, steps: int) -> dict[str, Any]:
+    """A loop run in its own process, so that each run starts with an empty GPU."""
+    cmd = [sys.executable, __file__, "--loop-child", run, str(model), str(data)]
+    cmd += ["--steps", str(steps), "--batch", str(args.batch), "--cutoff", str(args.cutoff)]
+    cmd += ["--warmup", str(args.warmup)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    found = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(found[-1][7:]) if found else {"error": proc.stderr[-2000:]}
+
+
+def _table(results: dict[str, Any]) -> None:
+    print(
+        "\n| run | ms/step | real tokens/s | vs plain | peak GiB | estimate GiB | error | first step s | max loss gap |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    plain = results.get("plain", {})
+    for run, r in results.items():
+        if "ms_per_step" not in r:
+            print(f"| {run} | failed: {str(r.get('error'))[-200:]} |")
+            continue
+        speed = r["tokens_per_s"] / plain["tokens_per_s"] if plain.get("tokens_per_s") else float("nan")
+        gap = (
+            max(abs(a - b) for a, b in zip(r["losses"], plain["losses"], strict=False))
+            if plain.get("losses") and "neat" not in run
+            else float("nan")
+        )
+        print(
+            f"| {run} | {r['ms_per_step']} | {r['tokens_per_s']} | {speed:.2f}x | {r.get('peak_gib')} "
+            f"| {r['estimate_gib']} | {r.get('estimate_error_pct')} % | {r.get('first_step_s')} | {gap:.4f} |"
+        )
 
 
 def main() -> None:
@@ -262,18 +324,29 @@ def main() -> None:
     ap.add_argument("--tokenizer", type=Path, required=False)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/hipbot-bench"))
     ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
-    ap.add_argument("--runs", default="baseline,none,none_gc,z3,z3_offload")
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--offload-steps", type=int, default=6)
+    ap.add_argument("--data", choices=("alpaca", "full"), default="alpaca")
+    ap.add_argument("--runs", default="plain,plain_gc,liger,liger_gc,hipbot,hipbot_gc")
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--offload-steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--cutoff", type=int, default=1024)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--baseline-child", nargs=2, metavar=("MODEL", "DATA"), help=argparse.SUPPRESS)
-    ap.add_argument("--gc", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--loop-child", nargs=3, metavar=("RUN", "MODEL", "DATA"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.baseline_child:
-        res = baseline(*args.baseline_child, args.steps, args.batch, args.cutoff, args.gc, args.warmup)
+    if args.loop_child:
+        run, model_dir, data_dir = args.loop_child
+        name = run.removesuffix("_gc")
+        res = loop(
+            model_dir,
+            data_dir,
+            args.steps,
+            args.batch,
+            args.cutoff,
+            run.endswith("_gc"),
+            LOOPS[name],
+            args.warmup,
+        )
         print("RESULT " + json.dumps(res))
         return
 
@@ -281,7 +354,7 @@ def main() -> None:
 
     t0 = time.time()
     model = make_model(args.workdir / f"model-{args.shape}", args.shape, args.tokenizer)
-    data = make_dataset(args.workdir / "data", 64)
+    data = make_dataset(args.workdir / f"data-{args.data}", 64 * args.batch, args.data)
     print(f"model + data ready in {time.time() - t0:.0f}s", flush=True)
     config = load_model_config(model)
     results: dict[str, Any] = {}
@@ -289,52 +362,27 @@ def main() -> None:
         steps = args.offload_steps if "offload" in run else args.steps
         spec = job_spec(model, data, args.workdir / f"out-{run}", run, steps, args.batch, args.cutoff)
         t = time.time()
-        if run.startswith("baseline"):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--baseline-child",
-                str(model),
-                str(data),
-                "--steps",
-                str(steps),
-                "--batch",
-                str(args.batch),
-                "--cutoff",
-                str(args.cutoff),
-                "--warmup",
-                str(args.warmup),
-            ]
-            proc = subprocess.run(
-                cmd + (["--gc"] if RUNS[run]["gradient_checkpointing"] else []),
-                capture_output=True,
-                text=True,
-            )
-            found = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-            res = json.loads(found[-1][7:]) if found else {"error": proc.stderr[-2000:]}
+        if run.removesuffix("_gc") in LOOPS:
+            res = _run_loop(args, run, model, data, steps)
         else:
             res = run_hipbot(spec, args.workdir / f"job-{run}", args.warmup)
-        res["estimate_gib"] = round(estimate(spec, config, 1, precision="bf16").total_gib, 2)
-        res["estimate_parts"] = estimate(spec, config, 1, precision="bf16").as_dict()
+        est = estimate(spec, config, 1, precision="bf16")
+        res["estimate_gib"] = round(est.total_gib, 2)
+        res["estimate_parts"] = est.as_dict()
         if res.get("peak_gib"):
             res["estimate_error_pct"] = round(
                 100 * (res["estimate_gib"] - res["peak_gib"]) / res["peak_gib"], 1
             )
         res["wall_s"] = round(time.time() - t, 1)
         results[run] = res
-        print(run, json.dumps(res), flush=True)
+        print(
+            run,
+            json.dumps({k: v for k, v in res.items() if k not in ("losses", "estimate_parts")}),
+            flush=True,
+        )
         if args.out:
             args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")
-    print("\n| run | ms/step | tokens/s | peak GiB (allocated) | reserved GiB | estimate GiB | error |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for run, r in results.items():
-        if "error" in r and "ms_per_step" not in r:
-            print(f"| {run} | failed: {str(r['error'])[-200:]} |")
-            continue
-        print(
-            f"| {run} | {r['ms_per_step']} | {r['tokens_per_s']} | {r.get('peak_gib')} | {r.get('reserved_gib')} "
-            f"| {r['estimate_gib']} | {r.get('estimate_error_pct')} % |"
-        )
+    _table(results)
 
 
 if __name__ == "__main__":

@@ -459,6 +459,7 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 "loss": logs.get("loss"),
                 "lr": logs.get("learning_rate"),
                 "grad_norm": logs.get("grad_norm"),
+                "tokens": tokens * world,
                 "tokens_per_second": round(tokens * world / max(now - self.last_t, 1e-9), 1),
                 "eta_seconds": round(eta, 1),
                 "time": time.time(),

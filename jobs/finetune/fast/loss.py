@@ -71,11 +71,12 @@ def _fused_forward(
     for flag in ("return_dict", "output_attentions", "output_hidden_states"):
         if not kwargs.get(flag):  # peft passes them as None; the fused loss returns neither
             kwargs.pop(flag, None)
+    if past_key_values is not None:
+        kwargs["past_key_values"] = past_key_values
     outputs = self.model(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
-        past_key_values=past_key_values,
         inputs_embeds=inputs_embeds,
         use_cache=use_cache,
         **kwargs,
