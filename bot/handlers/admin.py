@@ -118,7 +118,7 @@ def workers(ctx: Context) -> Reply:
         )
     fields = []
     for w in rows[:25]:
-        gpus = (w.get("gpus") or {}).get("gpus") or []
+        gpus = w.gpus.get("gpus") or []
         names = ", ".join(
             sorted(
                 {
@@ -129,8 +129,8 @@ def workers(ctx: Context) -> Reply:
         )
         fields.append(
             Field(
-                f"{w['name']} · {w['id']}",
-                f"{w.get('gpu_count', 0)}× {w.get('backend', '?')}: {names or '-'}\nlast heartbeat {w.get('last_seen') or 'never'}",
+                f"{w.name} · {w.id}",
+                f"{w.gpu_count}× {w.backend}: {names or '-'}\nlast heartbeat {w.last_seen or 'never'}",
             )
         )
     return Reply(

@@ -18,8 +18,9 @@ from hipbot.bot.handlers.common import (
 )
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, truncate
 from hipbot.config import Settings
-from hipbot.errors import HipbotError
+from hipbot.errors import HipbotError, JobNotFound
 from hipbot.jobs.finetune.backends import jobs_backend
+from hipbot.jobs.finetune.models import JobInfo
 from hipbot.jobs.finetune.queue import FINAL
 
 STATE_ICONS = {
@@ -51,34 +52,34 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def job_embed(job: dict[str, Any]) -> Embed:
+def job_embed(job: JobInfo) -> Embed:
     """One job as the status message shows it: state, progress bar, step, loss, ETA, worker, error."""
-    state = job.get("state", "?")
-    step, total = job.get("progress_step"), job.get("progress_total")
-    progress = job.get("progress") or {}
+    state = job.state
+    step, total = job.progress_step, job.progress_total
+    progress = job.progress
     lines = [f"{STATE_ICONS.get(state, '•')} **{state}**"]
-    if job.get("cancel_requested") and state not in FINAL:
+    if job.cancel_requested and state not in FINAL:
         lines[0] += " (cancel requested)"
     if step is not None and total:
         lines.append(f"`{progress_bar(step, total)}` {100 * step // max(total, 1)} % · step {step}/{total}")
-    fields = [Field("Base model", f"`{job.get('base_model', '?')}`", inline=True)]
-    spec = job.get("spec") or {}
+    fields = [Field("Base model", f"`{job.base_model}`", inline=True)]
+    spec = job.spec
     if spec.get("lora_rank"):
         targets = ",".join(spec.get("lora_target") or []) or "all"
         fields.append(Field("LoRA", f"rank {spec['lora_rank']}, {targets}", inline=True))
-    if job.get("progress_loss") is not None:
-        fields.append(Field("Loss", f"{job['progress_loss']:.4f}", inline=True))
+    if job.progress_loss is not None:
+        fields.append(Field("Loss", f"{job.progress_loss:.4f}", inline=True))
     if state in ("assigned", "running") and progress.get("eta_seconds") is not None:
         fields.append(Field("ETA", _duration(progress["eta_seconds"]), inline=True))
     if progress.get("tokens_per_second"):
         fields.append(Field("Speed", f"{progress['tokens_per_second']:.0f} tokens/s", inline=True))
-    if job.get("worker_id"):
-        fields.append(Field("Worker", f"`{job['worker_id']}`", inline=True))
-    if job.get("memory_gib"):
-        fields.append(Field("Memory estimate", f"~{job['memory_gib']:.1f} GiB per GPU", inline=True))
-    if (job.get("attempts") or 0) > 1:
-        fields.append(Field("Attempts", f"{job['attempts']}/{job.get('max_attempts', '?')}", inline=True))
-    metrics = job.get("metrics") or {}
+    if job.worker_id:
+        fields.append(Field("Worker", f"`{job.worker_id}`", inline=True))
+    if job.memory_gib:
+        fields.append(Field("Memory estimate", f"~{job.memory_gib:.1f} GiB per GPU", inline=True))
+    if job.attempts > 1:
+        fields.append(Field("Attempts", f"{job.attempts}/{job.max_attempts}", inline=True))
+    metrics = job.metrics
     if state == "succeeded" and metrics:
         summary = []
         if metrics.get("first_loss") is not None and metrics.get("final_loss") is not None:
@@ -89,42 +90,42 @@ def job_embed(job: dict[str, Any]) -> Embed:
             summary.append(f"in {_duration(metrics['train_runtime'])}")
         if summary:
             fields.append(Field("Result", ", ".join(summary)))
-    if state == "failed" and job.get("error"):
-        fields.append(Field("Error", f"```\n{truncate(job['error'], 990)}\n```"))
-    owner_id = owner_user_id(job.get("owner"))
-    footer = f"owner {f'<@{owner_id}>' if owner_id else job.get('owner') or '-'} · created {job.get('created_at', '')}"
+    if state == "failed" and job.error:
+        fields.append(Field("Error", f"```\n{truncate(job.error, 990)}\n```"))
+    owner_id = owner_user_id(job.owner)
+    footer = f"owner {f'<@{owner_id}>' if owner_id else job.owner or '-'} · created {job.created_at}"
     return Embed(
-        title=truncate(f"Fine-tune #{job['id']} {job.get('name', '')}", 256),
+        title=truncate(f"Fine-tune #{job.id} {job.name}", 256),
         description="\n".join(lines),
         fields=fields,
-        footer=footer if owner_id is None else f"created {job.get('created_at', '')}",
+        footer=footer if owner_id is None else f"created {job.created_at}",
         color=STATE_COLORS.get(state, COLOR_INFO),
     )
 
 
-def _loss_curve(job: dict[str, Any]) -> Attachment | None:
+def _loss_curve(job: JobInfo) -> Attachment | None:
     """The trainer's loss.png beside the adapter, when this host can read it."""
     from pathlib import Path
 
-    for candidate in (job.get("artifacts") or {}).get("loss_png"), job.get("adapter_dir"):
+    for candidate in job.artifacts.get("loss_png"), job.adapter_dir:
         if not candidate:
             continue
         path = Path(candidate)
         path = path / "loss.png" if path.is_dir() else path
         if path.is_file() and path.suffix == ".png":
-            return Attachment(f"loss-job{job['id']}.png", path.read_bytes(), "loss curve")
+            return Attachment(f"loss-job{job.id}.png", path.read_bytes(), "loss curve")
     return None
 
 
-def job_reply(job: dict[str, Any], *, with_files: bool = True) -> Reply:
+def job_reply(job: JobInfo, *, with_files: bool = True) -> Reply:
     embed = job_embed(job)
-    reply = Reply(embeds=[embed], meta={"job_id": str(job["id"]), "state": job.get("state")})
-    if job.get("state") == "succeeded":
+    reply = Reply(embeds=[embed], meta={"job_id": str(job.id), "state": job.state})
+    if job.state == "succeeded":
         curve = _loss_curve(job) if with_files else None
         if curve is not None:
             reply.attachments.append(curve)
             embed.image = curve.name
-        reply.buttons.append(Button(f"hipbot:publish:{job['id']}", "Publish", style="success", emoji="🚀"))
+        reply.buttons.append(Button(f"hipbot:publish:{job.id}", "Publish", style="success", emoji="🚀"))
     return reply
 
 
@@ -140,11 +141,9 @@ def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
     number = parse_job_id(job_id)
     try:
         job = jobs_backend(settings).get(number)
-    except HipbotError as exc:
-        if f"no job #{number}" in str(exc):
-            return None
-        raise  # the coordinator is unreachable: keep the link, try again on the next tick
-    state = job.get("state", "?")
+    except JobNotFound:
+        return None  # any other error (coordinator unreachable) propagates: keep the link, retry later
+    state = job.state
     return JobUpdate(state, state in FINAL, job_reply(job))
 
 
@@ -163,13 +162,11 @@ def jobs(ctx: Context, scope: str = "mine") -> Reply:
         )
     lines = []
     for j in rows:
-        step = f" · step {j['progress_step']}/{j['progress_total']}" if j.get("progress_total") else ""
-        loss = f" · loss {j['progress_loss']:.3f}" if j.get("progress_loss") is not None else ""
-        owner_id = owner_user_id(j.get("owner"))
+        step = f" · step {j.progress_step}/{j.progress_total}" if j.progress_total else ""
+        loss = f" · loss {j.progress_loss:.3f}" if j.progress_loss is not None else ""
+        owner_id = owner_user_id(j.owner)
         who = f" · <@{owner_id}>" if owner_id and scope == "all" else ""
-        lines.append(
-            f"{STATE_ICONS.get(j['state'], '•')} `#{j['id']}` {j['name']} **{j['state']}**{step}{loss}{who}"
-        )
+        lines.append(f"{STATE_ICONS.get(j.state, '•')} `#{j.id}` {j.name} **{j.state}**{step}{loss}{who}")
     title = "Your fine-tune jobs" if scope == "mine" else "Fine-tune jobs"
     return Reply(embeds=[Embed(title=title, description="\n".join(lines), color=COLOR_INFO)], ephemeral=True)
 
@@ -182,18 +179,18 @@ def cancel(ctx: Context, job_id: str | int) -> Reply:
     number = parse_job_id(job_id)
     backend = jobs_backend(ctx.settings)
     current = backend.get(number)
-    if current["state"] in FINAL:
-        raise HipbotError(f"job #{number} is already {current['state']}")
-    mine = is_owner(ctx.actor, current.get("owner"))
-    owner_id = owner_user_id(current.get("owner"))
+    if current.state in FINAL:
+        raise HipbotError(f"job #{number} is already {current.state}")
+    mine = is_owner(ctx.actor, current.owner)
+    owner_id = owner_user_id(current.owner)
     permissions.require_cancel(
         ctx.actor, ctx.config, ctx.actor.user_id if mine else owner_id or -1, f"#{number}"
     )
     updated = backend.cancel(number)
-    ctx.audit("finetune.cancel", target=str(number), owner=current.get("owner"), state=updated["state"])
+    ctx.audit("finetune.cancel", target=str(number), owner=current.owner, state=updated.state)
     note = (
         "cancelled"
-        if updated["state"] == "cancelled"
+        if updated.state == "cancelled"
         else "cancel requested: the worker stops within one heartbeat"
     )
     reply = job_reply(updated)
@@ -282,7 +279,7 @@ def finetune(
 
     def is_running(job_id: str) -> bool:
         try:
-            return backend.get(int(job_id))["state"] not in FINAL
+            return backend.get(int(job_id)).state not in FINAL
         except HipbotError:
             return False
 
@@ -294,18 +291,18 @@ def finetune(
         dataset=dataset[1] if dataset else None,
         dataset_name=dataset[0] if dataset else None,
     )
-    job_data = submitted["job"]
-    ctx.state.record_finetune(str(job_data["id"]), ctx.actor.user_id, ctx.actor.guild_id)
+    job_data = submitted.job
+    ctx.state.record_finetune(str(job_data.id), ctx.actor.user_id, ctx.actor.guild_id)
     ctx.audit(
         "finetune.start",
-        target=str(job_data["id"]),
-        base_model=job_data.get("base_model"),
-        dataset=dataset[0] if dataset else job_data.get("spec", {}).get("dataset"),
+        target=str(job_data.id),
+        base_model=job_data.base_model,
+        dataset=dataset[0] if dataset else job_data.spec.get("dataset"),
     )
     reply = job_reply(job_data)
-    reply.text = f"Queued fine-tune **#{job_data['id']}**; this message follows the job."
-    if submitted.get("warning"):
-        reply.text += f"\n⚠️ {submitted['warning']}"
+    reply.text = f"Queued fine-tune **#{job_data.id}**; this message follows the job."
+    if submitted.warning:
+        reply.text += f"\n⚠️ {submitted.warning}"
     return reply
 
 
@@ -322,7 +319,7 @@ def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
         return []
     out = []
     for j in rows:
-        label = truncate(f"#{j['id']} {j['name']} ({j['state']})", 100)
+        label = truncate(f"#{j.id} {j.name} ({j.state})", 100)
         if current.lower().lstrip("#") in label.lower():
-            out.append((label, str(j["id"])))
+            out.append((label, str(j.id)))
     return out

@@ -17,6 +17,7 @@ from hipbot.bot.replies import Embed, Field, Reply
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 from hipbot.jobs.finetune.backends import jobs_backend
+from hipbot.jobs.finetune.models import JobInfo
 
 
 def _registry(settings: Settings) -> Any:
@@ -89,9 +90,9 @@ def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> I
     )
 
 
-def _adapter_name_for_job(job: dict[str, Any]) -> str:
-    slug = re.sub(r"[^a-z0-9.-]+", "-", str(job.get("name") or "adapter").lower()).strip("-.") or "adapter"
-    return f"{slug[:50]}-job{job['id']}"
+def _adapter_name_for_job(job: JobInfo) -> str:
+    slug = re.sub(r"[^a-z0-9.-]+", "-", (job.name or "adapter").lower()).strip("-.") or "adapter"
+    return f"{slug[:50]}-job{job.id}"
 
 
 def publish(ctx: Context, adapter: str) -> Reply:
@@ -104,10 +105,10 @@ def publish(ctx: Context, adapter: str) -> Reply:
         found = registry.by_job(target.lstrip("#"))
         if found is None:
             job_data = jobs_backend(ctx.settings).get(parse_job_id(target))
-            require_owner_or_admin(ctx, job_data.get("owner"), f"job #{job_data['id']}")
-            if job_data["state"] != "succeeded" or not job_data.get("adapter_dir"):
+            require_owner_or_admin(ctx, job_data.owner, f"job #{job_data.id}")
+            if job_data.state != "succeeded" or not job_data.adapter_dir:
                 raise HipbotError(
-                    f"job #{job_data['id']} is {job_data['state']}: only a succeeded job has an adapter"
+                    f"job #{job_data.id} is {job_data.state}: only a succeeded job has an adapter"
                 )
             from pathlib import Path
 
@@ -115,10 +116,10 @@ def publish(ctx: Context, adapter: str) -> Reply:
                 registry,
                 ctx.settings,
                 _adapter_name_for_job(job_data),
-                Path(job_data["adapter_dir"]),
-                base_model=job_data.get("base_model"),
-                job_id=str(job_data["id"]),
-                owner=job_data.get("owner"),
+                Path(job_data.adapter_dir),
+                base_model=job_data.base_model,
+                job_id=str(job_data.id),
+                owner=job_data.owner,
             )
         target = found.name
     entry = registry.get(target)

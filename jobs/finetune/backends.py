@@ -1,13 +1,48 @@
 """Where jobs live, seen from a front end: the coordinator's HTTP API when one is configured, else
-the app's own database (the embedded default). Both answer with the same dict shapes, so the CLI
-and the bot do not care which one they talk to."""
+the app's own database (the embedded default). Both return the same public models
+(``hipbot.jobs.finetune.models``), so the CLI and the bot do not care which one they talk to."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Protocol
 
 from hipbot.config import Settings
+from hipbot.jobs.finetune.models import JobInfo, LogLine, Submitted, WorkerInfo
+
+
+class JobsBackend(Protocol):
+    """What front ends call; ``LocalJobs`` and ``CoordinatorClient`` both provide it."""
+
+    def get(self, job_id: int) -> JobInfo: ...
+
+    def list(
+        self,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        states: tuple[str, ...] | None = None,
+        limit: int = 50,
+    ) -> list[JobInfo]: ...
+
+    def cancel(self, job_id: int) -> JobInfo: ...
+
+    def logs(self, job_id: int, *, after: int = 0) -> list[LogLine]: ...
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+    def submit(
+        self,
+        text: str,
+        /,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        priority: int = 0,
+        name: str | None = None,
+        dataset: bytes | None = None,
+        dataset_name: str | None = None,
+    ) -> Submitted: ...
 
 
 class LocalJobs:
@@ -24,9 +59,9 @@ class LocalJobs:
         self.queue = JobQueue.open(settings.database)
         self.lock = threading.RLock()
 
-    def get(self, job_id: int) -> dict[str, Any]:
+    def get(self, job_id: int) -> JobInfo:
         with self.lock:
-            return self.queue.get(job_id).info().model_dump()
+            return self.queue.get(job_id).info()
 
     def list(
         self,
@@ -35,33 +70,39 @@ class LocalJobs:
         guild: str | None = None,
         states: tuple[str, ...] | None = None,
         limit: int = 50,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobInfo]:
         with self.lock:
-            return [
-                j.info().model_dump()
-                for j in self.queue.list(owner=owner, guild=guild, states=states, limit=limit)
-            ]
+            return [j.info() for j in self.queue.list(owner=owner, guild=guild, states=states, limit=limit)]
 
-    def cancel(self, job_id: int) -> dict[str, Any]:
+    def cancel(self, job_id: int) -> JobInfo:
         with self.lock:
-            return self.queue.cancel(job_id).info().model_dump()
+            return self.queue.cancel(job_id).info()
 
-    def logs(self, job_id: int, *, after: int = 0) -> list[dict[str, Any]]:
+    def logs(self, job_id: int, *, after: int = 0) -> list[LogLine]:
         with self.lock:
             return self.queue.logs(job_id, after=after)
 
-    def workers(self) -> list[dict[str, Any]]:
+    def workers(self) -> list[WorkerInfo]:
         with self.lock:
-            return [w.info().model_dump() for w in self.queue.workers()]
+            return [w.info() for w in self.queue.workers()]
 
     def submit(
-        self, text: str, *, owner: str, guild: str | None, dataset: bytes | None, dataset_name: str | None
-    ) -> dict[str, Any]:
+        self,
+        text: str,
+        /,
+        *,
+        owner: str | None = None,
+        guild: str | None = None,
+        priority: int = 0,
+        name: str | None = None,
+        dataset: bytes | None = None,
+        dataset_name: str | None = None,
+    ) -> Submitted:
         """What the coordinator's POST /jobs does, on the local queue."""
         from hipbot.jobs.finetune.intake import accept_job
         from hipbot.jobs.finetune.spec import parse_spec
 
-        job_row, warning = accept_job(
+        job, warning = accept_job(
             self.queue,
             parse_spec(text),
             text,
@@ -70,17 +111,19 @@ class LocalJobs:
             dataset_name=dataset_name,
             owner=owner,
             guild=guild,
+            priority=priority,
+            name=name,
             lock=self.lock,
         )
-        return {"job": job_row.info().model_dump(), "warning": warning}
+        return Submitted(job=job.info(), warning=warning)
 
 
-_BACKENDS: dict[tuple[str, ...], Any] = {}
+_BACKENDS: dict[tuple[str, ...], JobsBackend] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
-def jobs_backend(settings: Settings) -> Any:
-    """The coordinator's HTTP API when one is configured, else the local queue; same dict shapes.
+def jobs_backend(settings: Settings) -> JobsBackend:
+    """The coordinator's HTTP API when one is configured, else the local queue; same models.
     One per process and configuration: the status watcher calls this every few seconds."""
     key = (str(settings.database), settings.coordinator_url or "", settings.coordinator_token or "")
     with _BACKENDS_LOCK:

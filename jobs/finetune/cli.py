@@ -7,12 +7,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
+
+if TYPE_CHECKING:
+    from hipbot.jobs.finetune.backends import JobsBackend
 
 
 @click.group()
@@ -177,7 +180,7 @@ def run(config: Path, nproc: int | None, cpu: bool, allow_remote_code: bool) -> 
 # ------------------------------------------------------------------------------- through the coordinator
 
 
-def _jobs(url: str | None, token: str | None) -> Any:
+def _jobs(url: str | None, token: str | None) -> JobsBackend:
     """The coordinator (``--coordinator`` or HIPBOT_COORDINATOR_URL), else the local database."""
     from dataclasses import replace
 
@@ -239,9 +242,9 @@ def submit(
         dataset=data,
         dataset_name=dataset_file.name if dataset_file else None,
     )
-    click.echo(f"submitted job #{reply['job']['id']} ({reply['job']['name']})")
-    if reply.get("warning"):
-        click.echo(f"warning: {reply['warning']}")
+    click.echo(f"submitted job #{reply.job.id} ({reply.job.name})")
+    if reply.warning:
+        click.echo(f"warning: {reply.warning}")
 
 
 @finetune.command("list")
@@ -284,10 +287,10 @@ def status(job_id: int, url: str | None, token: str | None) -> None:
         "finished_at",
     )
     for key in keys:
-        if job.get(key) is not None:
-            click.echo(f"{key:16} {job[key]}")
-    if job.get("metrics"):
-        click.echo(f"{'metrics':16} {json.dumps(job['metrics'])}")
+        if getattr(job, key) is not None:
+            click.echo(f"{key:16} {getattr(job, key)}")
+    if job.metrics:
+        click.echo(f"{'metrics':16} {json.dumps(job.metrics)}")
 
 
 @finetune.command()
@@ -296,7 +299,7 @@ def status(job_id: int, url: str | None, token: str | None) -> None:
 def cancel(job_id: int, url: str | None, token: str | None) -> None:
     """Cancel a job: at once if queued, within one heartbeat if running."""
     job = _jobs(url, token).cancel(job_id)
-    click.echo(f"job #{job_id}: {job['state']}{' (stopping)' if job['state'] not in ('cancelled',) else ''}")
+    click.echo(f"job #{job_id}: {job.state}{' (stopping)' if job.state != 'cancelled' else ''}")
 
 
 @finetune.command()
@@ -310,9 +313,9 @@ def logs(job_id: int, follow: bool, url: str | None, token: str | None) -> None:
     while True:
         rows = jobs.logs(job_id, after=after)
         for row in rows:
-            click.echo(f"{row['ts']} {row['source']}: {row['line']}")
-            after = row["id"]
-        if not follow or jobs.get(job_id)["state"] in ("succeeded", "failed", "cancelled"):
+            click.echo(f"{row.ts} {row.source}: {row.line}")
+            after = row.id
+        if not follow or jobs.get(job_id).final:
             break
         time.sleep(2)
 
@@ -326,7 +329,7 @@ def workers(url: str | None, token: str | None) -> None:
         click.echo("no workers")
     for w in rows:
         click.echo(
-            f"{w['id']} {w['name']}: {w['gpu_count']}x {w['backend']} {w['memory_gib']:.0f} GiB, last seen {w['last_seen']}"
+            f"{w.id} {w.name}: {w.gpu_count}x {w.backend} {w.memory_gib:.0f} GiB, last seen {w.last_seen}"
         )
 
 
@@ -409,6 +412,7 @@ def worker(
     poll_s: float,
 ) -> None:
     """Lend this machine's GPUs: register, claim jobs, train, upload adapters."""
+    import logging
     import socket
 
     from hipbot.jobs.finetune.worker import WorkerAgent
@@ -427,6 +431,7 @@ def worker(
         heartbeat_s=heartbeat_s,
         poll_s=poll_s,
     )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         agent.run(max_jobs=max_jobs)
     except KeyboardInterrupt:

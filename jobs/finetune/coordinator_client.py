@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from hipbot.errors import HipbotError
+from hipbot.errors import HipbotError, JobNotFound
 from hipbot.jobs.finetune.api.protocol import (
     ArtifactReply,
     ClaimReply,
@@ -21,7 +21,7 @@ from hipbot.jobs.finetune.api.protocol import (
     RegisterReply,
     ValidateReply,
 )
-from hipbot.jobs.finetune.models import JobInfo
+from hipbot.jobs.finetune.models import JobInfo, LogLine, Submitted, WorkerInfo
 
 
 class CoordinatorError(HipbotError):
@@ -98,12 +98,12 @@ class CoordinatorClient:
         name: str | None = None,
         dataset: bytes | None = None,
         dataset_name: str | None = None,
-    ) -> dict[str, Any]:
-        """Queue a job; returns ``{"job": {...}, "warning": str | None}``."""
+    ) -> Submitted:
+        """Queue a job; returns it and a warning for the user, if any."""
         form = {"config": config_yaml, "priority": str(priority)}
         form.update({k: v for k, v in (("owner", owner), ("guild", guild), ("name", name)) if v})
         files = {"dataset": (dataset_name or "dataset.jsonl", dataset)} if dataset is not None else None
-        return self._call("POST", "/jobs", data=form, files=files).json()
+        return Submitted.model_validate(self._call("POST", "/jobs", data=form, files=files).json())
 
     def list(
         self,
@@ -112,23 +112,30 @@ class CoordinatorClient:
         guild: str | None = None,
         states: tuple[str, ...] | None = None,
         limit: int = 50,
-    ) -> list[dict[str, Any]]:
-        params: list[tuple[str, Any]] = [("limit", limit)]
+    ) -> list[JobInfo]:
+        params: list[tuple[str, str | int]] = [("limit", limit)]
         params += [(k, v) for k, v in (("owner", owner), ("guild", guild)) if v]
         params += [("state", s) for s in states or ()]
-        return self._call("GET", "/jobs", params=params).json()
+        return [JobInfo.model_validate(j) for j in self._call("GET", "/jobs", params=params).json()]
 
-    def get(self, job_id: int) -> dict[str, Any]:
-        return self._call("GET", f"/jobs/{job_id}").json()
+    def get(self, job_id: int) -> JobInfo:
+        """The job; ``JobNotFound`` when the coordinator has no such job."""
+        try:
+            return JobInfo.model_validate(self._call("GET", f"/jobs/{job_id}").json())
+        except CoordinatorError as exc:
+            if exc.status == 404:
+                raise JobNotFound(str(exc)) from exc
+            raise
 
-    def cancel(self, job_id: int, *, by: str | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/jobs/{job_id}/cancel", json={"by": by}).json()
+    def cancel(self, job_id: int, *, by: str | None = None) -> JobInfo:
+        return JobInfo.model_validate(self._call("POST", f"/jobs/{job_id}/cancel", json={"by": by}).json())
 
-    def logs(self, job_id: int, *, after: int = 0) -> list[dict[str, Any]]:
-        return self._call("GET", f"/jobs/{job_id}/logs", params={"after": after}).json()
+    def logs(self, job_id: int, *, after: int = 0) -> list[LogLine]:
+        rows = self._call("GET", f"/jobs/{job_id}/logs", params={"after": after}).json()
+        return [LogLine.model_validate(r) for r in rows]
 
-    def workers(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/workers").json()
+    def workers(self) -> list[WorkerInfo]:
+        return [WorkerInfo.model_validate(w) for w in self._call("GET", "/workers").json()]
 
     # ------------------------------------------------------------------ workers
     def register(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[str, str]:

@@ -23,7 +23,7 @@ import sqlite_utils
 
 from hipbot.db import migrate, utcnow
 from hipbot.errors import Forbidden, HipbotError, JobNotFound, Unauthorized, WorkerNotFound
-from hipbot.jobs.finetune.models import JobInfo, WorkerInfo
+from hipbot.jobs.finetune.models import JobInfo, LogLine, WorkerInfo
 
 STATES = ("queued", "assigned", "running", "succeeded", "failed", "cancelled")
 ACTIVE = ("assigned", "running")
@@ -175,21 +175,19 @@ class Job:
         return JobInfo.model_validate({**self.__dict__, "final": self.final})
 
     def line(self) -> str:
-        return job_line(self.info().model_dump())
+        return job_line(self.info())
 
 
-def job_line(job: dict[str, Any]) -> str:
-    """One line for ``finetune list`` and the bot's /jobs, from a job's dict (local or over HTTP)."""
+def job_line(job: JobInfo) -> str:
+    """One line for ``finetune list`` and the bot's /jobs, from either backend's job."""
     progress = ""
-    if job.get("progress_step") is not None and job.get("progress_total"):
-        progress = f" step {job['progress_step']}/{job['progress_total']}"
-        if job.get("progress_loss") is not None:
-            progress += f" loss {job['progress_loss']:.4f}"
-    mem = f" ~{job['memory_gib']:.1f}GiB" if job.get("memory_gib") else ""
-    worker = f" on {job['worker_id']}" if job.get("worker_id") and job["state"] in ACTIVE else ""
-    return (
-        f"#{job['id']} {job['name']} [{job['state']}]{progress}{worker}{mem} owner={job.get('owner') or '-'}"
-    )
+    if job.progress_step is not None and job.progress_total:
+        progress = f" step {job.progress_step}/{job.progress_total}"
+        if job.progress_loss is not None:
+            progress += f" loss {job.progress_loss:.4f}"
+    mem = f" ~{job.memory_gib:.1f}GiB" if job.memory_gib else ""
+    worker = f" on {job.worker_id}" if job.worker_id and job.state in ACTIVE else ""
+    return f"#{job.id} {job.name} [{job.state}]{progress}{worker}{mem} owner={job.owner or '-'}"
 
 
 @dataclass
@@ -337,13 +335,13 @@ class JobQueue:
                 "INSERT INTO job_logs (job_id, ts, source, line) VALUES (?, ?, ?, ?)", rows
             )
 
-    def logs(self, job_id: int, *, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    def logs(self, job_id: int, *, after: int = 0, limit: int = 1000) -> list[LogLine]:
         self.get(job_id)
         cur = self.db.execute(
             "SELECT id, ts, source, line FROM job_logs WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?",
             [job_id, after, limit],
         )
-        return [dict(zip(("id", "ts", "source", "line"), r, strict=True)) for r in cur.fetchall()]
+        return [LogLine(id=i, ts=ts, source=source, line=line) for i, ts, source, line in cur.fetchall()]
 
     def tail(self, job_id: int, n: int = 20) -> list[str]:
         cur = self.db.execute(

@@ -18,8 +18,8 @@ def test_local_queue_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     text = job_yaml(model, write_datasets(tmp_path / "data"), tmp_path / "out")
     jobs = LocalJobs(load_settings())
     submitted = jobs.submit(text, owner="ana", guild=None, dataset=None, dataset_name=None)
-    job_id = submitted["job"]["id"]
-    assert submitted["warning"].startswith("needs ~")  # no worker registered yet
+    job_id = submitted.job.id
+    assert submitted.warning.startswith("needs ~")  # no worker registered yet
 
     assert main(["finetune", "list"]) == 0
     assert f"#{job_id}" in capsys.readouterr().out
@@ -30,7 +30,7 @@ def test_local_queue_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "no registered worker fits" in capsys.readouterr().out
     assert main(["finetune", "cancel", str(job_id)]) == 0
     assert f"job #{job_id}: cancelled" in capsys.readouterr().out
-    assert jobs.get(job_id)["state"] == "cancelled"
+    assert jobs.get(job_id).state == "cancelled"
     assert main(["finetune", "list"]) == 0 and capsys.readouterr().out.strip() == "no jobs"
     assert main(["finetune", "workers"]) == 0 and capsys.readouterr().out.strip() == "no workers"
 

@@ -148,5 +148,5 @@ def test_logs_paging(queue) -> None:
     job = queue.submit(parse_spec(YAML), YAML)
     queue.log(job.id, "w-1", "one", "two", "   ")
     rows = queue.logs(job.id)
-    assert [r["line"] for r in rows][-2:] == ["one", "two"]
-    assert queue.logs(job.id, after=rows[-2]["id"])[0]["line"] == "two"
+    assert [r.line for r in rows][-2:] == ["one", "two"]
+    assert queue.logs(job.id, after=rows[-2].id)[0].line == "two"

@@ -96,41 +96,39 @@ def test_two_workers_cancel_kill_and_resume(tmp_path: Path, coordinator) -> None
         a_yaml = job_yaml(model, tmp_path / "nowhere", tmp_path / "a-out", max_steps=40, save_steps=4)
         job_a = client.submit(
             a_yaml, owner="alice", dataset=json.dumps(ALPACA).encode(), dataset_name="alpaca_demo.json"
-        )["job"]
+        ).job
         workers.append(start_worker(url, queue.create_registration_token(), tmp_path / "w1", "w1"))
-        wait_for(lambda: client.get(job_a["id"])["state"] == "running", 120, "worker 1 to run job A")
-        w1_id = client.get(job_a["id"])["worker_id"]
+        wait_for(lambda: client.get(job_a.id).state == "running", 120, "worker 1 to run job A")
+        w1_id = client.get(job_a.id).worker_id
 
         # job B goes to worker 2 and is cancelled while it trains
         workers.append(start_worker(url, queue.create_registration_token(), tmp_path / "w2", "w2"))
         job_b = client.submit(
             job_yaml(model, data, tmp_path / "b-out", max_steps=5000, save_steps=1000), owner="bob"
-        )["job"]
-        wait_for(lambda: (client.get(job_b["id"])["progress_step"] or 0) >= 1, 120, "worker 2 to train job B")
-        assert client.get(job_b["id"])["worker_id"] != w1_id
+        ).job
+        wait_for(lambda: (client.get(job_b.id).progress_step or 0) >= 1, 120, "worker 2 to train job B")
+        assert client.get(job_b.id).worker_id != w1_id
         with pytest.raises(CoordinatorError, match="only its owner can cancel"):
-            client.cancel(job_b["id"], by="alice")
-        client.cancel(job_b["id"], by="bob")
-        wait_for(lambda: client.get(job_b["id"])["state"] == "cancelled", 30, "job B to stop")
+            client.cancel(job_b.id, by="alice")
+        client.cancel(job_b.id, by="bob")
+        wait_for(lambda: client.get(job_b.id).state == "cancelled", 30, "job B to stop")
 
         # worker 1 dies after uploading a checkpoint of job A; worker 2 resumes it from there
-        wait_for(lambda: client.get(job_a["id"])["checkpoint_step"], 120, "a checkpoint of job A")
-        assert client.get(job_a["id"])["state"] == "running"
+        wait_for(lambda: client.get(job_a.id).checkpoint_step, 120, "a checkpoint of job A")
+        assert client.get(job_a.id).state == "running"
         workers[0].send_signal(signal.SIGKILL)
         workers[0].wait()
-        uploaded = client.get(job_a["id"])["checkpoint_step"]
-        wait_for(
-            lambda: client.get(job_a["id"])["worker_id"] not in (None, w1_id), 60, "worker 2 to take job A"
-        )
+        uploaded = client.get(job_a.id).checkpoint_step
+        wait_for(lambda: client.get(job_a.id).worker_id not in (None, w1_id), 60, "worker 2 to take job A")
         saved = json.loads((tmp_path / "w1" / "credentials.json").read_text())
         stale = CoordinatorClient(url, worker_id=saved["worker_id"], secret=saved["secret"])
         with pytest.raises(CoordinatorError, match="403"):
-            stale.heartbeat(job_a["id"])  # the dead worker's credentials no longer reach the job
-        done = wait_for(lambda: (j := client.get(job_a["id"]))["final"] and j, 180, "job A to finish")
-        assert done["state"] == "succeeded", done
-        assert done["attempts"] == 2 and done["metrics"]["global_step"] == 40
-        assert done["metrics"]["resumed_from"] == f"checkpoint-{uploaded}"
-        adapter = Path(done["adapter_dir"])
+            stale.heartbeat(job_a.id)  # the dead worker's credentials no longer reach the job
+        done = wait_for(lambda: (j := client.get(job_a.id)).final and j, 180, "job A to finish")
+        assert done.state == "succeeded", done
+        assert done.attempts == 2 and done.metrics["global_step"] == 40
+        assert done.metrics["resumed_from"] == f"checkpoint-{uploaded}"
+        adapter = Path(done.adapter_dir)
         assert (adapter / "adapter_model.safetensors").is_file() and (adapter / "loss.png").is_file()
         assert not any(p.name.startswith("checkpoint-") for p in adapter.iterdir())
 
@@ -159,13 +157,13 @@ def test_two_workers_cancel_kill_and_resume(tmp_path: Path, coordinator) -> None
 
         # nothing lost: every job is final and has its logs
         for job in client.list():
-            assert job["final"], job
-            lines = [row["line"] for row in client.logs(job["id"])]
+            assert job.final, job
+            lines = [row.line for row in client.logs(job.id)]
             assert lines[0].startswith("submitted by") and lines[-1].split(":")[0] in (
                 "succeeded",
                 "cancelled",
             )
-        lines_a = [row["line"] for row in client.logs(job_a["id"])]
+        lines_a = [row.line for row in client.logs(job_a.id)]
         assert any("requeued to resume from checkpoint step" in line for line in lines_a)
         assert any("'loss'" in line or "loss" in line for line in lines_a)
     finally:

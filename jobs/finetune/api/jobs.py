@@ -120,7 +120,4 @@ def cancel_job(
 @router.get("/jobs/{job_id}/logs", responses=NOT_FOUND)
 def job_logs(service: Service, job_id: int, after: int = 0, limit: int = 1000) -> list[LogLine]:
     """The job's log lines after line id ``after``."""
-    return [
-        LogLine.model_validate(r)
-        for r in service.locked(service.queue.logs, job_id, after=after, limit=limit)
-    ]
+    return service.locked(service.queue.logs, job_id, after=after, limit=limit)
