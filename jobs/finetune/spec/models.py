@@ -23,6 +23,8 @@ VLLM_MAX_LORA_RANK = max(VLLM_LORA_RANKS)
 # Modules vLLM's LoRA layers do not cover: an adapter that trains them cannot be served.
 VLLM_UNSERVABLE_TARGETS = ("lm_head", "embed_tokens", "wte", "word_embeddings", "embed_in", "embed_out")
 DEEPSPEED_PRESETS = ("z2", "z3", "z3_offload")
+# the default: none on one GPU, ZeRO-2 across GPUs, ZeRO-3 (+offload) where memory needs it
+DEEPSPEED_AUTO = "auto"
 # LLaMA-Factory's examples/deepspeed/*.json by file name: a preset plus the changes that make the
 # same file (same ZeRO stage, same offload), so a config naming one trains without copying it.
 LLAMAFACTORY_DEEPSPEED: dict[str, tuple[str, dict[str, Any]]] = {
@@ -35,6 +37,10 @@ LLAMAFACTORY_DEEPSPEED: dict[str, tuple[str, dict[str, Any]]] = {
         "z3",
         {"offload_optimizer": {"device": "cpu", "pin_memory": False}},
     ),
+    # the names LLaVA/FastChat scripts use, often pasted after llamafactory-cli's --deepspeed
+    "zero2.json": ("z2", {}),
+    "zero3.json": ("z3", {}),
+    "zero3_offload.json": ("z3_offload", {}),
 }
 COMPUTE_TYPES = ("bf16", "fp16", "fp32", "pure_bf16")
 PRESET_DIR = Path(hipbot.deploy.__file__).resolve().parent / "deepspeed"
@@ -86,6 +92,14 @@ class ModelArguments(_Arguments):
     """Merge adapter_name_or_path into the base and train a new adapter (refused: vLLM cannot serve it)."""
     moe_aux_loss_coef: float | None = None
     """Coefficient of the auxiliary router loss in mixture-of-experts models."""
+    hipbot_fast: bool = True
+    """hipbot's fast path (Llama, Qwen2/3, Mistral, Gemma): fused kernels, padding-free batches, fused loss."""
+    enable_liger_kernel: bool | None = None
+    """Liger's fused Triton kernels (default: on with the fast path, where installed on a GPU)."""
+    use_unsloth: bool = False
+    """Ask for Unsloth's speed-ups: hipbot's fast path stands in for them."""
+    flash_attn: Literal["auto", "disabled", "sdpa", "fa2", "fa3"] = "auto"
+    """Attention: auto/fa2/fa3 = padding-free varlen FlashAttention, sdpa = SDPA on padded batches, disabled = eager."""
 
     @field_validator("adapter_name_or_path", mode="before")
     @classmethod
@@ -165,6 +179,8 @@ class DataArguments(_Arguments):
     """Sampling probabilities of the datasets when interleaving, comma-separated."""
     packing: bool | None = None
     """Pack several examples into one sequence of up to cutoff_len tokens."""
+    neat_packing: bool = False
+    """Pack examples into cutoff_len rows with attention kept inside each example."""
     train_on_prompt: bool = False
     """Also train on the prompt tokens (no prompt mask)."""
     mask_history: bool = False
@@ -288,11 +304,18 @@ class TrainingArguments(_Arguments):
     """Random seed of the data sampler (default: seed)."""
     full_determinism: bool = False
     """Deterministic algorithms everywhere (slower; for debugging)."""
+    torch_compile: bool = False
+    """Compile the model with torch.compile."""
 
     @field_validator("lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "deepspeed", mode="before")
     @classmethod
     def _json(cls, value: object) -> object:
         return _json_dict(value)
+
+    @field_validator("deepspeed", mode="after")
+    @classmethod
+    def _auto(cls, value: object) -> object:
+        return None if value == DEEPSPEED_AUTO else value  # no DeepSpeed named: chosen at launch
 
     @field_validator("resume_from_checkpoint", mode="before")
     @classmethod

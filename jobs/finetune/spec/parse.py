@@ -25,9 +25,7 @@ from hipbot.jobs.finetune.spec.models import (
     JobSpec,
     split_list,
 )
-
-# A config as read from YAML (or from command-line overrides): key -> value, before validation.
-RawConfig = dict[str, object]
+from hipbot.jobs.finetune.spec.overrides import Overrides, RawConfig, apply_overrides
 
 
 class SpecError(HipbotError):
@@ -105,18 +103,8 @@ def _pydantic_problems(exc: ValidationError) -> list[str]:
     return out
 
 
-def parse_spec(source: str | RawConfig, *, name: str = "job config") -> JobSpec:
-    """Read YAML text (or an already-parsed mapping) into a ``JobSpec``; raise ``SpecError`` listing all problems."""
-    if isinstance(source, str):
-        try:
-            raw = yaml.safe_load(source)
-        except yaml.YAMLError as exc:
-            raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=name) from exc
-    else:
-        raw = source
-    if not isinstance(raw, dict):
-        raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
-    problems: list[str] = []
+def _validate(raw: RawConfig, name: str, problems: list[str]) -> JobSpec:
+    """The spec of a mapping, or ``SpecError`` listing ``problems`` and every one found here."""
     data = _normalise(raw, problems)
     try:
         spec = JobSpec.model_validate(data)
@@ -128,6 +116,24 @@ def parse_spec(source: str | RawConfig, *, name: str = "job config") -> JobSpec:
     return spec
 
 
+def _mapping(text: str, name: str) -> RawConfig:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=name) from exc
+    if not isinstance(raw, dict):
+        raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
+    return raw
+
+
+def parse_spec(source: str | RawConfig, *, name: str = "job config") -> JobSpec:
+    """Read YAML text (or an already-parsed mapping) into a ``JobSpec``; raise ``SpecError`` listing all problems."""
+    raw = _mapping(source, name) if isinstance(source, str) else source
+    if not isinstance(raw, dict):
+        raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
+    return _validate(raw, name, [])
+
+
 def _local(base: Path, value: str) -> Path | None:
     """A relative path as LLaMA-Factory reads it (from the working directory) or beside the job file."""
     for root in (base, Path.cwd()):
@@ -136,37 +142,67 @@ def _local(base: Path, value: str) -> Path | None:
     return None
 
 
+def _resolve_paths(raw: RawConfig, base: Path) -> RawConfig:
+    """Relative ``dataset_dir``/``deepspeed``/``adapter_name_or_path`` found in ``base`` or the
+    working directory; ``output_dir`` (and a ``dataset_dir`` found nowhere) taken from ``base``."""
+    raw = dict(raw)
+    output = raw.get("output_dir")
+    if isinstance(output, str) and not Path(output).expanduser().is_absolute():
+        raw["output_dir"] = str(base / output)
+    data = raw.get("dataset_dir")
+    remote = data == "ONLINE" or str(data).startswith("REMOTE:")
+    if isinstance(data, str) and not remote and not Path(data).expanduser().is_absolute():
+        raw["dataset_dir"] = str(_local(base, data) or base / data)
+    adapters = raw.get("adapter_name_or_path")
+    if isinstance(adapters, str):
+        raw["adapter_name_or_path"] = ",".join(str(_local(base, a) or a) for a in split_list(adapters))
+    ds = raw.get("deepspeed")
+    if isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute():
+        found = _local(base, ds)
+        if found is not None or Path(ds).name not in LLAMAFACTORY_DEEPSPEED:
+            raw["deepspeed"] = str(found or base / ds)
+    return raw
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A job's config as given: the validated spec, and the effective YAML to record (the file's own
+    text when nothing overrides it, else the file's keys with the overrides applied)."""
+
+    spec: JobSpec
+    text: str
+    source: str
+
+
+def load_job(path: Path | str | None, overrides: Overrides | None = None) -> JobConfig:
+    """Read a job file (or none: LLaMA-Factory's defaults) with ``overrides`` applied, every problem
+    of both reported at once. Paths in the file are found beside it or, as LLaMA-Factory reads them,
+    in the working directory; paths in overrides in the working directory."""
+    overrides = overrides or Overrides()
+    cwd = Path.cwd()
+    if path is None:
+        source, text, raw = "command line", "", {}
+    else:
+        path = Path(path)
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HipbotError(f"cannot read job config {path}: {exc}") from exc
+        raw = _mapping(text, source)
+    if overrides.values:
+        source += " with overrides" if path is not None else ""
+        text = yaml.safe_dump(apply_overrides(raw, overrides.values), sort_keys=False, allow_unicode=True)
+    base = path.resolve().parent if path is not None else cwd
+    from_file = dict(raw)
+    from_file.setdefault("dataset_dir", "data")
+    resolved = apply_overrides(_resolve_paths(from_file, base), _resolve_paths(overrides.values, cwd))
+    return JobConfig(_validate(resolved, source, list(overrides.problems)), text, source)
+
+
 def load_spec(path: Path | str) -> JobSpec:
-    """Read a job file. Relative ``dataset_dir``/``deepspeed``/``adapter_name_or_path`` are found beside
-    the file or, as LLaMA-Factory reads them, in the working directory; ``output_dir`` (and a
-    ``dataset_dir`` found nowhere) is taken from the file's folder."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HipbotError(f"cannot read job config {path}: {exc}") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=str(path)) from exc
-    if isinstance(raw, dict):
-        base = path.resolve().parent
-        output = raw.get("output_dir")
-        if isinstance(output, str) and not Path(output).expanduser().is_absolute():
-            raw["output_dir"] = str(base / output)
-        data = raw.get("dataset_dir", "data")
-        remote = data == "ONLINE" or str(data).startswith("REMOTE:")
-        if isinstance(data, str) and not remote and not Path(data).expanduser().is_absolute():
-            raw["dataset_dir"] = str(_local(base, data) or base / data)
-        adapters = raw.get("adapter_name_or_path")
-        if isinstance(adapters, str):
-            raw["adapter_name_or_path"] = ",".join(str(_local(base, a) or a) for a in split_list(adapters))
-        ds = raw.get("deepspeed")
-        if isinstance(ds, str) and ds not in DEEPSPEED_PRESETS and not Path(ds).expanduser().is_absolute():
-            found = _local(base, ds)
-            if found is not None or Path(ds).name not in LLAMAFACTORY_DEEPSPEED:
-                raw["deepspeed"] = str(found or base / ds)
-    return parse_spec(raw, name=str(path))
+    """Read a job file (see ``load_job``)."""
+    return load_job(path).spec
 
 
 @dataclass(frozen=True)
