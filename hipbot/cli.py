@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         result = cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
     except HipbotError as exc:
         click.echo(f"error: {exc}", err=True)
-        return 1
+        return exc.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130

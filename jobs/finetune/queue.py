@@ -17,7 +17,8 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
@@ -25,9 +26,11 @@ from hipbot.db import migrate, utcnow
 from hipbot.errors import Forbidden, HipbotError, JobNotFound, Unauthorized, WorkerNotFound
 from hipbot.jobs.finetune.models import JobInfo, LogLine, WorkerInfo
 
-STATES = ("queued", "assigned", "running", "succeeded", "failed", "cancelled")
+if TYPE_CHECKING:
+    from hipbot.jobs.finetune.spec import JobSpec
+
 ACTIVE = ("assigned", "running")
-FINAL = ("succeeded", "failed", "cancelled")
+FINAL = ("succeeded", "failed", "cancelled")  # the one list of final states; others import it
 DEFAULT_LEASE_S = 90.0
 DEFAULT_MAX_ATTEMPTS = 3
 # Job fields stored as JSON text in ``<name>_json`` columns.
@@ -220,7 +223,7 @@ class JobQueue:
         migrate(db, "jobs", STEPS)
 
     @classmethod
-    def open(cls, path: Any = None) -> JobQueue:
+    def open(cls, path: Path | None = None) -> JobQueue:
         from hipbot.config import load_settings
         from hipbot.db import open_db
 
@@ -241,7 +244,7 @@ class JobQueue:
 
     def submit(
         self,
-        spec: Any,
+        spec: JobSpec,
         spec_yaml: str,
         *,
         owner: str | None = None,
