@@ -37,14 +37,13 @@ class Switches:
 
     @classmethod
     def from_spec(cls, spec: Any) -> Switches:
-        get = spec.model_dump()
         return cls(
-            hipbot_fast=bool(get.get("hipbot_fast", True)),
-            enable_liger_kernel=get.get("enable_liger_kernel"),
-            use_unsloth=bool(get.get("use_unsloth")),
-            flash_attn=str(get.get("flash_attn") or "auto"),
-            neat_packing=bool(get.get("neat_packing")),
-            torch_compile=bool(get.get("torch_compile")),
+            hipbot_fast=spec.hipbot_fast,
+            enable_liger_kernel=spec.enable_liger_kernel,
+            use_unsloth=spec.use_unsloth,
+            flash_attn=spec.flash_attn,
+            neat_packing=spec.neat_packing,
+            torch_compile=spec.torch_compile,
         )
 
 
@@ -117,8 +116,8 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
     if on and attn is not None and not sw.neat_packing:
         notes.append(f"flash_attn: {sw.flash_attn} keeps padded batches")
     zero3 = bool(spec.deepspeed) and spec.zero_stage == 3
-    fused_loss = on and not zero3 and not spec.label_smoothing_factor
-    if on and not fused_loss:
+    fused_loss = (on or liger) and not zero3 and not spec.label_smoothing_factor
+    if (on or liger) and not fused_loss:
         notes.append(
             "the loss takes transformers' path under "
             + ("ZeRO-3 (lm_head is partitioned)" if zero3 else "label smoothing")
