@@ -140,14 +140,33 @@ def _cmake_line(line: str, arch: str) -> tuple[str, str]:
         if renamed != new:
             new = renamed
             reasons.append("sources x.cu are written as x.hip")
-    if "CMAKE_HIP_FLAGS" in new or "HIP_FLAGS" in new or "target_compile_options" in new.lower():
-        flagged = _flag_words(new, arch)
-        if flagged[0] != new:
-            new = flagged[0]
-            reasons.append(flagged[1])
+    if re.search(r"HIP_FLAGS|compile_options\s*\(", new):
+        flagged, why = _cmake_flags(new, arch)
+        if flagged != new:
+            new = flagged
+            reasons.append(why)
     if not reasons:
         return line, ""
+    if re.search(r"\b(include_directories|target_link_libraries)\s*\(\s*\)", new):
+        return "# " + line + "  # hipbot port: hipcc finds the HIP headers itself", "; ".join(reasons)
     return new + hash_ + comment, "; ".join(dict.fromkeys(reasons))
+
+
+def _cmake_flags(line: str, arch: str) -> tuple[str, str]:
+    """nvcc flags in a CMake command: inside its quoted strings, else among its arguments."""
+    whys: list[str] = []
+
+    def segment(text: str) -> str:
+        new, why = _flag_words(text, arch)
+        if why:
+            whys.append(why)
+        return new
+
+    if '"' in line:
+        new = re.sub(r'"([^"]*)"', lambda m: '"' + segment(m.group(1)) + '"', line)
+    else:
+        new = re.sub(r"\(([^()]*)\)", lambda m: "(" + segment(m.group(1)) + ")", line, count=1)
+    return new, "; ".join(whys)
 
 
 def _packages_needed(text: str) -> list[str]:
@@ -199,6 +218,7 @@ _NVCC_WORD = re.compile(r"(?:\S*/)?\bnvcc\b")
 def _flag_words(line: str, arch: str) -> tuple[str, str]:
     """A line's nvcc flags translated in place (quotes kept); the reason text."""
     lead = line[: len(line) - len(line.lstrip())]
+    trail = line[len(line.rstrip()) :]
     body = line.strip()
     words = body.split()
     quote = ""
@@ -215,7 +235,7 @@ def _flag_words(line: str, arch: str) -> tuple[str, str]:
     reason = (
         "; ".join(f"{n.flag} -> {n.replacement or 'dropped'} ({n.reason})" for n in flags.notes) or "paths"
     )
-    return lead + text, reason
+    return lead + text + trail, reason
 
 
 def _split_make_comment(line: str) -> tuple[str, str]:
