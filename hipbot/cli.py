@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "ingest": ("hipbot.agents.docs.cli:ingest", "Read the HIP docs corpus into the database for answers."),
     "ask": ("hipbot.agents.docs.cli:ask", "Answer a CUDA->HIP porting question, with sources."),
+    "answers": ("hipbot.agents.docs.cli:answers", "Review the bot's answers: the votes, worst first."),
     "chat": (
         "hipbot.jobs.serve.cli:chat",
         "Chat with the porting agent, a published adapter or a base model.",
