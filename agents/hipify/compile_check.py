@@ -164,7 +164,7 @@ def check(
     src_lines = hip_source.splitlines()
     with tempfile.TemporaryDirectory(prefix="hipbot-check-") as tmp:
         path = os.path.join(tmp, SOURCE_NAME)
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(hip_source)
         includes = [f"-I{os.path.abspath(d)}" for d in include_dirs]
         cmd = [

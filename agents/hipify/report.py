@@ -62,6 +62,7 @@ class HipifyReport:
     replaced_bytes: int = 0
     kernel_launches: int = 0
     errors: list[str] = field(default_factory=list)
+    encoding: str = "utf-8"  # or how many non-UTF-8 bytes were kept as they are (tree.encoding_of)
 
     @property
     def converted_count(self) -> int:
@@ -88,6 +89,7 @@ class HipifyReport:
             "converted_by_name": dict(sorted(self.converted.items())),
             "unconverted": [u.to_dict() for u in self.unconverted],
             "errors": list(self.errors),
+            "encoding": self.encoding,
         }
 
     def stats_rows(self) -> list[tuple[str, str]]:

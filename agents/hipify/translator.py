@@ -58,6 +58,7 @@ from hipbot.agents.hipify.renames import (
     rename_table,
 )
 from hipbot.agents.hipify.report import HipifyOptions, HipifyReport, Unconverted
+from hipbot.agents.hipify.tree import encode_text, encoding_of
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
 _SCOPE = re.compile(r"[ \t]*::")
@@ -91,7 +92,12 @@ class Translator:
         self.renames = rename_table(
             options.roc, options.miopen, options.experimental, options.use_hip_data_types
         )
-        self.report = HipifyReport(filename, total_lines=source.count("\n"), total_bytes=len(source.encode()))
+        self.report = HipifyReport(
+            filename,
+            total_lines=source.count("\n"),
+            total_bytes=len(encode_text(source)),
+            encoding=encoding_of(source),
+        )
         self.edits: list[tuple[int, int, str]] = []
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()

@@ -5,6 +5,7 @@ writing translations (atomically, with a ``.prehip`` backup for ``--inplace``) a
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,14 @@ class FileOutcome:
     error: str | None = None
 
 
+ENCODING_ERRORS = "surrogateescape"  # bytes that are not UTF-8 (latin-1 comments) pass through unchanged
+_KEPT_BYTE = re.compile("[\udc80-\udcff]")
+
+
 def check_text(data: bytes, filename: str = "<stdin>") -> str:
-    """Decode input bytes, refusing what is not C/C++ text (binary, non-UTF-8, empty, huge)."""
+    """Decode input bytes, refusing what is not C/C++ text (binary, empty, huge). Bytes that are not
+    UTF-8 (a latin-1 ``©`` in a licence comment) are kept as lone surrogates, as hipify-clang keeps
+    them: ``encode_text`` writes them back byte for byte, and ``encoding_of`` names them."""
     if not data.strip():
         raise HipbotError(f"{filename}: input is empty")
     if len(data) > MAX_INPUT_BYTES:
@@ -35,20 +42,19 @@ def check_text(data: bytes, filename: str = "<stdin>") -> str:
         )
     if b"\0" in data[:65536]:
         raise HipbotError(f"{filename}: looks like a binary file (NUL bytes), not CUDA source")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise HipbotError(
-            f"{filename}: not valid UTF-8 (line {line}, byte offset {exc.start})",
-            hint="convert the file to UTF-8 first, e.g. iconv -f latin1 -t utf-8",
-        ) from exc
-    return text.removeprefix("\ufeff")
+    return data.decode("utf-8", ENCODING_ERRORS).removeprefix("\ufeff")
+
+
+def encoding_of(text: str) -> str:
+    """'utf-8', or what a text decoded by ``check_text`` held besides: 'utf-8 with N non-UTF-8
+    byte(s) kept as they are (latin-1?)'."""
+    kept = len(_KEPT_BYTE.findall(text))
+    return f"utf-8 with {kept} non-UTF-8 byte(s) kept as they are (latin-1?)" if kept else "utf-8"
 
 
 def encode_text(text: str) -> bytes:
-    """The bytes a translation is written as."""
-    return text.encode("utf-8")
+    """The bytes a translation is written as (non-UTF-8 input bytes restored unchanged)."""
+    return text.encode("utf-8", ENCODING_ERRORS)
 
 
 def read_source(path: Path) -> str:
