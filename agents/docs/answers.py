@@ -2,9 +2,13 @@
 
 Questions that name CUDA, HIP or roc*/MIOpen identifiers are answered from the structured
 mapping rows first (``lookup.py``: exact equivalent, versions, status, or a plain "no HIP
-equivalent"). Other questions go through hybrid retrieval (``retrieval.py``), then either an LLM
-that may only use the retrieved passages (when ``HIPBOT_LLM_URL`` is set) or an extractive answer:
-the best passages, trimmed around the question's words (``compose.py``).
+equivalent"); options, flags, macros and environment variables the docs define are rows too
+(``options.py``). A question that asks more than the equivalent gets the row and the docs, and a
+row the docs contradict (a newer HIP has it) is said to disagree, with both versions. Other
+questions go through hybrid retrieval (``retrieval.py``), then either an LLM that may only use and
+cite the retrieved passages (when ``HIPBOT_LLM_URL`` is set, ``generate.py``) or a composed answer:
+a direct sentence or 2-4 bullets from the best-scoring sentences, with citations (``compose.py``).
+The full passages stay behind "More" (``Answer.more``). Fixed words follow the asker's language.
 
 This module is the public entry: ``ask``, ``get_answerer``, ``check_question``, ``Answer``.
 """
@@ -17,7 +21,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hipbot.agents.docs.compose import dedupe_sources, extractive, generated, trim
+from hipbot.agents.docs.compose import Composed, compose, dedupe_sources
+from hipbot.agents.docs.generate import generated
+from hipbot.agents.docs.labels import label, language_of
 from hipbot.agents.docs.lookup import (
     LIBRARY_LABELS,
     ROC_LABELS,
@@ -25,20 +31,23 @@ from hipbot.agents.docs.lookup import (
     Found,
     api_record,
     asks_about_roc,
+    content_terms,
     describe,
     extra_terms,
     is_conceptual,
     order_rows,
     roc_pages,
 )
+from hipbot.agents.docs.options import OptionIndex, OptionRow, ProseChunk, extract, option_lines
 from hipbot.agents.docs.retrieval import IDENT, Passage, Retriever, expand_query, query_terms
+from hipbot.agents.docs.sentences import units
 from hipbot.agents.docs.store import (
     document_urls,
     get_meta,
     is_ingested,
     load_apis,
     open_docs_db,
-    prose_texts,
+    prose_chunks,
 )
 from hipbot.agents.hipify.mappings import ApiMapping
 from hipbot.config import Settings, load_settings
@@ -48,6 +57,8 @@ log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
+NOTE_CHARS = 300  # the docs' words added under a mapping row
+_VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
 
 @dataclass
@@ -56,6 +67,7 @@ class Answer:
     sources: list[dict[str, str]]
     mode: str  # "lookup" | "extractive" | "generated"
     apis: list[dict] = field(default_factory=list)
+    more: str = ""  # the full passages, for "More" (--full, the bot's button)
 
     @property
     def text(self) -> str:
@@ -65,7 +77,13 @@ class Answer:
         return self.answer
 
     def to_dict(self) -> dict:
-        return {"answer": self.answer, "sources": self.sources, "mode": self.mode, "apis": self.apis}
+        return {
+            "answer": self.answer,
+            "sources": self.sources,
+            "mode": self.mode,
+            "apis": self.apis,
+            "more": self.more,
+        }
 
 
 def check_question(
@@ -103,9 +121,13 @@ class Answerer:
 
     def _load(self) -> None:
         vocabulary: set[str] = set()
-        for _, text in prose_texts(self.db):
-            vocabulary.update(IDENT.findall(text))
-        self.index = ApiIndex(load_apis(self.db), vocabulary)
+        chunks = [ProseChunk(*row) for row in prose_chunks(self.db)]
+        for chunk in chunks:
+            vocabulary.update(IDENT.findall(chunk.text))
+        rows = load_apis(self.db)
+        self.index = ApiIndex(rows, vocabulary)
+        self.options = OptionIndex(extract(chunks))
+        self.tables_version = _latest_version(rows)
         self.urls = document_urls(self.db)
         self.retriever = Retriever(self.db, self.settings.embedding_model)
         if not self.retriever.dense_available:
@@ -131,11 +153,13 @@ class Answerer:
         with self._lock:
             self.refresh()
             found, unknown = self.index.find(question)
+            options = self.options.find(question)
             conceptual = is_conceptual(question)
+            lang = language_of(question)
             # A name known nowhere, with no near miss, is answered from the docs around it.
-            if (found or any(s for _, s in unknown)) and not conceptual:
-                return self._lookup(question, found, unknown)
-            return self._retrieve_and_answer(question, found, unknown, k)
+            if (found or options or any(s for _, s in unknown)) and not conceptual:
+                return self._lookup(question, found, unknown, options, lang)
+            return self._retrieve_and_answer(question, found, unknown, options, k, lang)
 
     # -- lookups --
 
@@ -152,7 +176,9 @@ class Answerer:
             if p in self.urls
         ]
 
-    def api_facts(self, found: list[Found], question: str) -> tuple[list[str], list[dict], list[dict]]:
+    def api_facts(
+        self, found: list[Found], question: str, lang: str = "en"
+    ) -> tuple[list[str], list[dict], list[dict]]:
         """Answer lines, ``apis`` records and sources for the identifiers of a question."""
         roc_first = asks_about_roc(question)
         lines: list[str] = []
@@ -161,7 +187,7 @@ class Answerer:
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:3]
-            lines.extend(describe(row, hit.name) for row in shown)
+            lines.extend(describe(row, hit.name, lang) for row in shown)
             if len(rows) > len(shown):
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")
@@ -170,14 +196,28 @@ class Answerer:
                 sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
             declared = self._declared_in_hip_docs(hit.name) if all(r.hip is None for r in rows) else None
             if declared is not None:
-                lines.append(
-                    f"But the HIP docs declare `{hit.name}` in HIP itself, under the same name "
-                    f"({declared.title} \u203a {declared.section}, {declared.path}): code using it needs no "
-                    "rename, so the table has nothing to map it to; check that section for how HIP's version "
-                    "differs (for instance its mask or return types)."
-                )
+                lines.append(self._disagreement(hit.name, declared, lang))
                 sources.append(declared.source())
         return lines, records, sources
+
+    def _disagreement(self, name: str, passage: Passage, lang: str) -> str:
+        """The table says "not supported" but the docs declare the API: both, with versions (the
+        docs' sentence that names a ROCm/HIP version or the macro that enables it)."""
+        family = re.sub(r"_sync$", "", name).strip("_").split("_")[0]
+        parts = [u for u in units(passage.text) if u.kind == "sentence"]
+        scored = sorted(
+            parts,
+            key=lambda u: (
+                -(2 * bool(_VERSION.search(u.text)) + (family in u.text.lower()) + ("sync" in u.text))
+            ),
+        )
+        said = " ".join(u.text for u in sorted(scored[:2], key=lambda u: u.start)) if scored else ""
+        if len(said) > 360:
+            said = said[:359].rsplit(" ", 1)[0] + "\u2026"
+        table = label("table_no_equivalent", lang, version=self.tables_version or "?", name=name)
+        return label(
+            "disagree", lang, table_says=table, doc_title=passage.title, doc_section=passage.section, doc=said
+        )
 
     def _declared_in_hip_docs(self, name: str) -> Passage | None:
         """A HIP docs passage that declares ``name`` as a HIP function (``name (`` in a code line
@@ -191,45 +231,68 @@ class Answerer:
             for match in declaration.finditer(passage.text):
                 line = match.group(0).lower()
                 if "not supported" not in line and "unsupported" not in line:
-                    return passage
+                    return self._version_passage(name, passage)
         return None
 
-    def _did_you_mean(self, unknown: list[tuple[str, list[str]]]) -> tuple[list[str], list[dict]]:
+    def _version_passage(self, name: str, declared: Passage) -> Passage:
+        """The passage of the same page that says since when (and how) ``name``'s family is
+        available, when the declaring passage itself does not."""
+        if _VERSION.search(declared.text) and "enable" in declared.text.lower():
+            return declared
+        ids = self.retriever.bm25(["sync", "variants", "rocm", "macro"], "prose", 20)
+        for passage in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 20):
+            if passage.path == declared.path and _VERSION.search(passage.text) and "macro" in passage.text:
+                return passage
+        return declared
+
+    def _did_you_mean(self, unknown: list[tuple[str, list[str]]], lang: str) -> tuple[list[str], list[dict]]:
         lines, records = [], []
         for token, suggestions in unknown:
             if not suggestions:
-                lines.append(
-                    f"`{token}` is in neither HIPIFY's mapping tables nor the HIP docs, so hipify "
-                    "leaves it unconverted; check the spelling, or see the passages below."
-                )
+                lines.append(label("unknown_name", lang, token=token))
                 records.append({"query": token, "found": False, "suggestions": []})
                 continue
             options = " or ".join(f"`{s}`" for s in suggestions)
-            lines.append(f"`{token}` is not in HIPIFY's mapping tables. Did you mean {options}?")
+            lines.append(label("did_you_mean", lang, token=token, options=options))
             records.append({"query": token, "found": False, "suggestions": suggestions})
         return lines, records
 
-    def _lookup(self, question: str, found: list[Found], unknown: list) -> Answer:
-        lines, records, sources = self.api_facts(found, question)
+    def _lookup(
+        self,
+        question: str,
+        found: list[Found],
+        unknown: list,
+        options: list[tuple[str | None, list[OptionRow]]],
+        lang: str,
+    ) -> Answer:
+        lines, records, sources = self.api_facts(found, question, lang)
+        option_text, option_sources = option_lines(options, lang)
+        lines.extend(option_text)
+        sources.extend(option_sources)
         if unknown:
-            extra_lines, extra_records = self._did_you_mean(unknown)
+            extra_lines, extra_records = self._did_you_mean(unknown, lang)
             lines.extend(extra_lines)
             records.extend(extra_records)
             for _, suggestions in unknown:
                 best = self.index.resolve(suggestions[0]) if suggestions else None
                 if best is not None:
                     row = order_rows(best)[0]
-                    lines.append("Closest match: " + describe(row, best.name))
+                    lines.append(label("closest", lang) + describe(row, best.name, lang))
                     sources.extend(self.table_sources(row, False))
         note = self._docs_note(question, found)
-        if note is not None:
+        more = ""
+        if note is not None and not any("\u201c" in line and note.title in line for line in lines):
             names = [f.name for f in found]
-            focus = list(dict.fromkeys(extra_terms(question, names) + [n.lower() for n in names]))
-            lines.append(
-                f"\nIn the docs ({note.title} \u203a {note.section}):\n{trim(note.text, focus, 400, name_weight=1)}"
-            )
+            terms = list(dict.fromkeys(extra_terms(question, names) + [n.lower() for n in names]))
+            weights = self.retriever.term_weights(terms, names)
+            dense = self.retriever.segment_scores([note], question)
+            said = compose(question, [note], weights, dense, lang=lang, budget=NOTE_CHARS)
+            if said.cited:
+                body = re.sub(r" \[\d+\]", "", said.text)
+                lines.append(f"{label('see_also', lang)} {note.title} \u203a {note.section}: {body}")
+            more = said.more
             sources.append(note.source())
-        return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records)
+        return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records, more)
 
     def _docs_note(self, question: str, found: list[Found]) -> Passage | None:
         """A prose passage naming the API that adds to the table row: one that also matches the
@@ -254,25 +317,66 @@ class Answerer:
 
     # -- retrieval --
 
-    def _retrieve_and_answer(self, question: str, found: list[Found], unknown: list, k: int) -> Answer:
-        names = [f.name for f in found] + self.index.doc_identifiers(question)
+    def _retrieve_and_answer(
+        self,
+        question: str,
+        found: list[Found],
+        unknown: list,
+        options: list[tuple[str | None, list[OptionRow]]],
+        k: int,
+        lang: str,
+    ) -> Answer:
+        option_names = [rows[0].name for _, rows in options]
+        names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
         passages = self.retriever.search(question, k=k, identifiers=names)
-        fact_lines, records, table_sources = self.api_facts(found, question) if found else ([], [], [])
+        fact_lines, records, table_sources = self.api_facts(found, question, lang) if found else ([], [], [])
+        option_text, option_sources = option_lines(options, lang)
+        fact_lines.extend(option_text)
         if unknown:
-            extra_lines, extra_records = self._did_you_mean(unknown)
+            extra_lines, extra_records = self._did_you_mean(unknown, lang)
             fact_lines.extend(extra_lines)
             records.extend(extra_records)
-        sources = dedupe_sources([p.source() for p in passages] + table_sources)
-        # Trim around the names searched and the question's rarer words ("thrust" over "hip").
-        words = self.retriever.selective(query_terms(expand_query(question)))
+        # Score sentences on the names searched and the question's rarer words ("thrust" over "hip").
+        words = content_terms(self.retriever.selective(query_terms(expand_query(question))))
         terms = list(dict.fromkeys([n.lower() for n in names] + words))
+        weights = self.retriever.term_weights(terms, names)
+        dense = self.retriever.segment_scores(passages, question)
+        composed = compose(question, passages, weights, dense, fact_lines, lang)
         if self.settings.llm_url and passages:
             try:
-                text = generated(self.settings, question, passages, fact_lines, terms)
-                return Answer(text, sources, "generated", records)
+                answer = generated(self.settings, question, passages, fact_lines, terms, lang)
             except HipbotError as exc:
-                fact_lines.insert(0, f"(LLM endpoint unavailable, extractive answer instead: {exc.message})")
-        return Answer(extractive(passages, fact_lines, terms), sources, "extractive", records)
+                log.warning("LLM endpoint failed, composed answer instead: %s", exc.message)
+                composed.text = label("llm_down", lang, error=exc.message) + "\n" + composed.text
+            else:
+                if answer is not None:
+                    sources = dedupe_sources(answer.sources + table_sources + option_sources)
+                    return Answer(answer.text, sources, "generated", records, composed.more)
+                log.info("the generated answer cited no retrieved passage; composed answer instead")
+        return self._composed_answer(composed, table_sources + option_sources, records)
+
+    @staticmethod
+    def _composed_answer(
+        composed: Composed, extra_sources: list[dict[str, str]], records: list[dict]
+    ) -> Answer:
+        return Answer(
+            composed.text,
+            dedupe_sources(composed.sources + extra_sources),
+            "extractive",
+            records,
+            composed.more,
+        )
+
+
+def _latest_version(rows: list[ApiMapping]) -> str:
+    """The newest HIP version the mapping tables mention: the release they describe."""
+    versions = {v for r in rows for v in (r.hip_added, r.hip_deprecated, r.hip_changed) if v}
+    parsed = [
+        (tuple(int(x) for x in v.split(".") if x.isdigit()), v)
+        for v in versions
+        if re.fullmatch(r"[\d.]+", v)
+    ]
+    return max(parsed)[1].rsplit(".", 1)[0] if parsed else ""
 
 
 def _not_ingested(path: Path) -> HipbotError:

@@ -1,4 +1,5 @@
-"""``hipbot ingest`` and ``hipbot ask``: thin click adapters over ingest.py and answers.py."""
+"""``hipbot ingest``, ``hipbot ask`` and ``hipbot answers feedback``: thin click adapters over
+ingest.py, answers.py and feedback.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from hipbot.agents.docs.labels import label, language_of
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
 
@@ -41,7 +43,8 @@ def ingest(docs: Path | None, download: bool, ref: str | None, as_json: bool, qu
     type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
     help='A JSONL file (or - for stdin), one {"question": ...} per line; prints one JSON answer per line.',
 )
-def ask(question: str | None, as_json: bool, k: int, questions: Path | None) -> None:
+@click.option("--full", is_flag=True, help="Also print the full passages the answer was composed from.")
+def ask(question: str | None, as_json: bool, k: int, questions: Path | None, full: bool) -> None:
     """Answer a CUDA->HIP porting question from the docs, with sources."""
     from hipbot.agents.docs.answers import get_answerer
 
@@ -56,11 +59,14 @@ def ask(question: str | None, as_json: bool, k: int, questions: Path | None) -> 
     if as_json:
         click.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
         return
+    lang = language_of(question)
     click.echo(answer.answer)
     if answer.sources:
-        click.echo("\nSources:")
-        for s in answer.sources:
-            click.echo(f"  - {s['path']} \u203a {s['section']}\n    {s['url']}")
+        click.echo("\n" + label("sources", lang))
+        for n, s in enumerate(answer.sources, 1):
+            click.echo(f"  [{n}] {s['path']} \u203a {s['section']}\n      {s['url']}")
+    if full and answer.more:
+        click.echo(f"\n{label('more', lang)}:\n{answer.more}")
     click.secho(f"({answer.mode})", dim=True)
 
 
@@ -95,3 +101,38 @@ def _batch(path: Path, k: int) -> None:
             out = {"error": f"internal error: {type(exc).__name__}: {exc}", "line": number}
         click.echo(json.dumps(out, ensure_ascii=False))
         sys.stdout.flush()
+
+
+@click.group("answers")
+def answers() -> None:
+    """Look at the answers the bot gave: the votes people left on them."""
+
+
+@answers.command("feedback")
+@click.option(
+    "--limit", type=click.IntRange(1), default=20, show_default=True, help="How many answers to show."
+)
+@click.option("--negative", is_flag=True, help="Only answers voted down on balance.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per answer.")
+def feedback(limit: int, negative: bool, as_json: bool) -> None:
+    """The voted answers, worst first (net score, then down votes), with question and answer."""
+    from hipbot.agents.docs.feedback import voted
+
+    rows = voted(load_settings().database, limit=limit, only_negative=negative)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row.to_dict(), ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no votes yet")
+        return
+    for row in rows:
+        click.echo(
+            f"#{row.answer_id}  score {row.score:+d} ({row.votes} votes, {row.down} down)  [{row.mode}]"
+        )
+        click.echo(f"  Q: {row.question}")
+        shown = row.answer if len(row.answer) <= 400 else row.answer[:399] + "\u2026"
+        click.echo("  A: " + shown.replace("\n", "\n     "))
+        if row.sources:
+            click.echo(f"  sources: {', '.join(row.sources[:3])}")
+        click.echo("")

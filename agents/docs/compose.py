@@ -1,20 +1,58 @@
-"""The composition half of ``hipbot ask``: an extractive answer (the best passages, trimmed around
-the question's words) or, when ``HIPBOT_LLM_URL`` is set, a generated one that may only use them.
+"""The composition half of ``hipbot ask``: a short answer built from the sentences that answer the
+question, with numbered citations, and the full passages kept for "More" (``--full``, the bot's
+button).
+
+Every sentence, table row and code block of the retrieved passages (``sentences.units``) is scored
+by how close its stored sentence embedding is to the question (``Retriever.segment_scores``), how
+much of the question's weighted vocabulary it holds, and the rank of its passage. The best one
+becomes a direct first sentence; when several score close to it, 2-4 bullets instead. A code block
+that follows a chosen sentence is kept whole when the question asks how to do something.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
+from hipbot.agents.docs.labels import label
 from hipbot.agents.docs.parse import sentence_spans
 from hipbot.agents.docs.retrieval import Passage
-from hipbot.config import Settings
+from hipbot.agents.docs.sentences import Unit, units
 
-EXTRACT_LIMITS = (1400, 900, 700, 500, 400)  # characters quoted from the 1st..5th passage
+ANSWER_CHARS = 600  # the answer before its sources: one Discord message with room to spare
+MAX_BULLETS = 4
+CODE_CHARS = 500  # a code block longer than this is left to "More"
+EXTRACT_LIMITS = (1400, 900, 700, 500, 400)  # "More": characters quoted from the 1st..5th passage
 FOCUS_WEIGHT = 1  # as much as one word of the question
-GENERATION_PASSAGES = 4  # x 600 characters: fits a 2048-token context with the answer
+DENSE_WEIGHT = 0.55
+LEXICAL_WEIGHT = 0.45
+RANK_WEIGHT = 0.08
+BULLET_RATIO = 0.8  # a second unit within this share of the best score makes the answer a list
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
+_HOW_TO = re.compile(
+    r"\bhow (?:do|can|to|should)\b|\bexample\b|\bcommand\b|\bsyntax\b|\bsnippet\b|怎么|如何|示例|例子|命令",
+    re.IGNORECASE,
+)
+_FILLER = re.compile(r":$")
+
+
+@dataclass
+class Composed:
+    """An answer body, the sources with the cited ones first (citation [n] is sources[n-1]), and
+    the full passages for "More"."""
+
+    text: str
+    sources: list[dict[str, str]]
+    more: str
+    cited: list[int] = field(default_factory=list)  # chunk ids, in citation order
+
+
+@dataclass(frozen=True)
+class Scored:
+    unit: Unit
+    passage: int  # index into the passages
+    score: float
 
 
 def trim(
@@ -31,12 +69,9 @@ def trim(
     if len(text) <= limit:
         return text
     spans = sentence_spans(text)
-    # Words match by a 5-letter stem (inflections), API names only whole: "__shf" would find
-    # every shuffle signature, not the __shfl_xor_sync asked about.
-    keys = [(t, name_weight) if _IDENT_TERM.match(t) else (t[:5], 1) for t in terms]
+    keys = _keys(terms, name_weight)
     words = [sum(w for key, w in keys if key in text[a:b].lower()) for a, b in spans]
     near = [FOCUS_WEIGHT if focus and a < focus[1] and b > focus[0] else 0 for a, b in spans]
-    # on a tie the sentence with the question's own words wins over the dense match
     best = max(range(len(spans)), key=lambda i: (words[i] + near[i], words[i], -i))
     lo = hi = best
     while True:
@@ -55,6 +90,12 @@ def trim(
     return ("\u2026 " if lo > 0 else "") + body + (" \u2026" if hi < len(spans) - 1 else "")
 
 
+def _keys(terms: list[str], name_weight: float) -> list[tuple[str, float]]:
+    """Words match by a 5-letter stem (inflections), API names only whole: "__shf" would find
+    every shuffle signature, not the __shfl_xor_sync asked about."""
+    return [(t, name_weight) if _IDENT_TERM.match(t) else (t[:5], 1.0) for t in terms]
+
+
 def dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
     seen: set[tuple[str, str]] = set()
     out = []
@@ -66,36 +107,137 @@ def dedupe_sources(sources: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
-def extractive(passages: list[Passage], fact_lines: list[str], terms: list[str]) -> str:
-    if not passages and not fact_lines:
-        return "The HIP docs have nothing on this. Try naming the CUDA API or the HIP feature."
-    parts = list(fact_lines)
+def full_passages(passages: list[Passage], terms: list[str], lang: str = "en") -> str:
+    """The best passages, each trimmed around the question's words: what "More" shows."""
     prose = [p for p in passages if p.kind == "prose"] or passages
-    if prose:
-        parts.append("From the HIP docs:" if not fact_lines else "\nFrom the HIP docs:")
+    parts = [label("from_docs", lang)] if prose else []
     for n, p in enumerate(prose[:5], 1):
-        limit = EXTRACT_LIMITS[n - 1]
-        parts.append(
-            f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{trim(p.text, terms, limit, focus=p.focus)}\n"
-        )
+        body = trim(p.text, terms, EXTRACT_LIMITS[n - 1], focus=p.focus)
+        parts.append(f"[{n}] {p.title} \u203a {p.section} ({p.path})\n{body}\n")
     return "\n".join(parts).strip()
 
 
-def generated(
-    settings: Settings, question: str, passages: list[Passage], fact_lines: list[str], terms: list[str]
-) -> str:
-    """An LLM answer that may only use the retrieved passages (and the mapping facts), with sources;
-    raises HipbotError when the endpoint fails."""
-    from hipbot.agents.chat.llm import chat_model, generate
+def score_units(
+    passages: list[Passage],
+    terms: list[tuple[str, float]],
+    dense: dict[int, list[tuple[int, int, float]]],
+) -> list[Scored]:
+    """Every unit of the prose passages, scored; ``terms`` are (word, weight) pairs and ``dense``
+    holds each chunk's sentence embeddings as (start, end, cosine with the question)."""
+    keys = [(t, w, _IDENT_TERM.match(t) is not None) for t, w in terms]
+    total = sum(w for _, w, _ in keys) or 1.0
+    out: list[Scored] = []
+    for rank, passage in enumerate(passages):
+        if passage.kind != "prose":
+            continue
+        segments = dense.get(passage.chunk_id, [])
+        heading = f"{passage.title} {passage.section}".lower()
+        for unit in units(passage.text):
+            low = unit.text.lower()
+            hit = sum(w for t, w, ident in keys if (t if ident else t[:5]) in low)
+            # the section heading says what a terse row or sentence is about
+            hit += 0.3 * sum(w for t, w, ident in keys if (t if ident else t[:5]) in heading)
+            cosine = max(
+                (s for a, b, s in segments if a < unit.end and b > unit.start),
+                default=0.8 * max((s for _, _, s in segments), default=0.0),
+            )
+            score = DENSE_WEIGHT * cosine + LEXICAL_WEIGHT * min(hit / total, 1.0) + RANK_WEIGHT / (rank + 1)
+            if unit.kind == "code" or len(unit.text) < 25 or _FILLER.search(unit.text):
+                score *= 0.5  # code is attached to a sentence, never the answer's first line
+            out.append(Scored(unit, rank, score))
+    return sorted(out, key=lambda s: -s.score)
 
-    context = [
-        f"[{n}] {p.title} > {p.section} ({p.path})\n{trim(p.text, terms, 600, focus=p.focus)}"
-        for n, p in enumerate(passages[:GENERATION_PASSAGES], 1)
-    ]
-    if fact_lines:
-        context.insert(0, "[API] HIPIFY mapping tables\n" + "\n".join(fact_lines))
-    text = generate(chat_model(settings), question, "\n\n".join(context))
-    cited = "\n".join(
-        f"[{n}] {p.path} \u203a {p.section}" for n, p in enumerate(passages[:GENERATION_PASSAGES], 1)
-    )
-    return f"{text.strip()}\n\nSources:\n{cited}"
+
+def _similar(a: str, b: str) -> bool:
+    wa, wb = set(a.lower().split()), set(b.lower().split())
+    return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) > 0.6
+
+
+def _pick(scored: list[Scored], budget: int) -> list[Scored]:
+    chosen: list[Scored] = []
+    used = 0
+    for item in scored:
+        if item.unit.kind == "code":
+            continue
+        if chosen and item.score < BULLET_RATIO * chosen[0].score:
+            break
+        text = item.unit.text
+        if len(text) > budget - used and chosen:
+            continue
+        if any(_similar(text, c.unit.text) for c in chosen):
+            continue
+        chosen.append(item)
+        used += min(len(text), budget) + 8
+        if len(chosen) >= MAX_BULLETS or used >= budget:
+            break
+    return chosen
+
+
+def _code_after(item: Scored, passage: Passage, terms: list[str]) -> str | None:
+    """The code block right after a chosen sentence, when it shows one of the question's terms."""
+    parts = units(passage.text)
+    for unit in parts:
+        if (
+            unit.kind == "code"
+            and item.unit.block <= unit.block <= item.unit.block + 1
+            and unit.start >= item.unit.end
+        ):
+            low = unit.text.lower()
+            if len(unit.text) <= CODE_CHARS and (not terms or any(t in low for t in terms)):
+                return unit.text
+            return None
+    return None
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 1)].rsplit(" ", 1)[0] + "\u2026"
+
+
+def compose(
+    question: str,
+    passages: list[Passage],
+    terms: list[tuple[str, float]],
+    dense: dict[int, list[tuple[int, int, float]]],
+    fact_lines: list[str] | None = None,
+    lang: str = "en",
+    budget: int = ANSWER_CHARS,
+) -> Composed:
+    """The short answer: ``fact_lines`` (mapping rows, options) first, then a direct sentence or
+    2-4 bullets from the passages, each with its citation; sources ordered so [n] is sources[n-1]."""
+    fact_lines = list(fact_lines or [])
+    words = [t for t, _ in terms]
+    more = full_passages(passages, words, lang)
+    room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
+    scored = score_units(passages, terms, dense)
+    chosen = _pick(scored, room)
+    if not chosen and not fact_lines:
+        return Composed(label("nothing", lang), [p.source() for p in passages], more)
+    # Citation numbers follow the sources list, where two passages of one section are one source.
+    keys: list[tuple[str, str]] = []
+    order: list[int] = []  # passage indexes in citation order
+    for item in chosen:
+        key = (passages[item.passage].path, passages[item.passage].section)
+        if key not in keys:
+            keys.append(key)
+            order.append(item.passage)
+    cite = {
+        i: keys.index((p.path, p.section)) + 1 for i, p in enumerate(passages) if (p.path, p.section) in keys
+    }
+    body = []
+    code = None
+    if chosen and _HOW_TO.search(question):
+        code = _code_after(chosen[0], passages[chosen[0].passage], [w for w in words if len(w) > 3])
+    if len(chosen) == 1 or (code and chosen):
+        first = chosen[0]
+        body.append(f"{_shorten(first.unit.text, room)} [{cite[first.passage]}]")
+        if code:
+            body.append(code)
+    elif chosen:
+        share = max(room // len(chosen) - 8, 80)
+        body.extend(f"- {_shorten(c.unit.text, share)} [{cite[c.passage]}]" for c in chosen)
+    cited_sources = [passages[i].source() for i in order]
+    rest = dedupe_sources([p.source() for i, p in enumerate(passages) if i not in cite])
+    text = "\n".join([*fact_lines, *body]).strip()
+    return Composed(text, cited_sources + rest, more, [passages[i].chunk_id for i in order])

@@ -9,6 +9,7 @@ import difflib
 import re
 from dataclasses import asdict, dataclass
 
+from hipbot.agents.docs.labels import label
 from hipbot.agents.docs.retrieval import IDENT, query_terms
 from hipbot.agents.hipify.mappings import ApiMapping
 
@@ -336,41 +337,65 @@ def _versions(row: ApiMapping, side: str, product: str) -> str:
     return ", ".join(parts)
 
 
-def describe(row: ApiMapping, asked: str | None = None) -> str:
-    """One paragraph of facts about a row, in the words a porting user looks for."""
+_STATUS = {
+    "en": {
+        "supported": "Supported",
+        "deprecated": "Deprecated in HIP",
+        "removed": "Removed from HIP",
+        "experimental": "Experimental in HIP",
+        "head": "HIP status: ",
+        "no_roc": "No {roc} equivalent is listed.",
+        "roc": "{roc} equivalent: ",
+        "reverse": "`{hip}` is the HIP equivalent of CUDA `{cuda}` ({where}).",
+        "reverse_roc": "`{roc_name}` is the {roc} equivalent of CUDA `{cuda}`.",
+        "section": "{label}, section \u201c{section}\u201d",
+    },
+    "zh": {
+        "supported": "已支持",
+        "deprecated": "HIP 中已弃用",
+        "removed": "已从 HIP 移除",
+        "experimental": "HIP 中为实验性",
+        "head": "HIP 状态：",
+        "no_roc": "未列出 {roc} 对应项。",
+        "roc": "{roc} 对应项：",
+        "reverse": "`{hip}` 是 CUDA `{cuda}` 的 HIP 对应项（{where}）。",
+        "reverse_roc": "`{roc_name}` 是 CUDA `{cuda}` 的 {roc} 对应项。",
+        "section": "{label}，章节\u201c{section}\u201d",
+    },
+}
+
+
+def describe(row: ApiMapping, asked: str | None = None, lang: str = "en") -> str:
+    """One paragraph of facts about a row, in the words a porting user looks for (the fixed words
+    in the asker's language)."""
+    words = _STATUS.get(lang, _STATUS["en"])
     cuda_label, hip_label, roc_label = _labels(row)
-    where = f"{cuda_label}, section \u201c{row.section}\u201d"
+    where = words["section"].format(label=cuda_label, section=row.section)
     cuda_versions = _versions(row, "cuda", "CUDA")
     lines = []
     if row.hip:
-        head = f"`{row.cuda}` \u2192 `{row.hip}` ({hip_label}; {where})."
+        head = label("equivalent", lang, cuda=row.cuda, hip=row.hip, label=hip_label, where=where)
         if asked and asked == row.hip:
-            head = f"`{row.hip}` is the HIP equivalent of CUDA `{row.cuda}` ({where})."
+            head = words["reverse"].format(hip=row.hip, cuda=row.cuda, where=where)
         lines.append(head)
         hip_versions = _versions(row, "hip", "HIP")
-        status = {
-            "supported": "Supported",
-            "deprecated": "Deprecated in HIP",
-            "removed": "Removed from HIP",
-            "experimental": "Experimental in HIP",
-        }[row.status]
-        lines.append(f"HIP status: {status}" + (f" ({hip_versions})." if hip_versions else "."))
+        status = words[row.status]
+        lines.append(words["head"] + status + (f" ({hip_versions})." if hip_versions else "."))
     else:
-        lines.append(
-            f"`{row.cuda}` has no HIP equivalent: HIPIFY's {cuda_label} table lists it as not supported "
-            f"by HIP ({where}), so hipify leaves it unconverted."
-        )
+        lines.append(label("no_equivalent", lang, cuda=row.cuda, table=cuda_label, where=where))
     if cuda_versions:
         lines.append(f"CUDA: {cuda_versions}.")
     if row.roc:
         roc_versions = _versions(row, "roc", roc_label)
         lines.append(
-            f"{roc_label} equivalent: `{row.roc}`" + (f" ({roc_versions})." if roc_versions else ".")
+            words["roc"].format(roc=roc_label)
+            + f"`{row.roc}`"
+            + (f" ({roc_versions})." if roc_versions else ".")
         )
     elif row.library in ROC_LABELS:
-        lines.append(f"No {roc_label} equivalent is listed.")
+        lines.append(words["no_roc"].format(roc=roc_label))
     if asked and asked == row.roc:
-        lines.insert(0, f"`{row.roc}` is the {roc_label} equivalent of CUDA `{row.cuda}`.")
+        lines.insert(0, words["reverse_roc"].format(roc_name=row.roc, roc=roc_label, cuda=row.cuda))
     return " ".join(lines)
 
 
@@ -408,6 +433,11 @@ def extra_terms(question: str, names: list[str]) -> list[str]:
     """The question's words beyond the API names and the words of asking for a mapping."""
     lowered = {n.lower() for n in names}
     return [t for t in query_terms(question) if t not in lowered and t not in _LOOKUP_FILLER]
+
+
+def content_terms(terms: list[str]) -> list[str]:
+    """``terms`` less the words of asking for a mapping ("equivalent", "hip", "replace" ...)."""
+    return [t for t in terms if t not in _LOOKUP_FILLER]
 
 
 def is_conceptual(question: str) -> bool:

@@ -10,6 +10,7 @@ translated by a small glossary so BM25 and the English embedding model still hav
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -311,6 +312,12 @@ CUDA_TERMS = tuple(
         (r"\bunified memory\b", "managed memory"),
         (r"\btrace\b|\bverbose\b", "logging log level"),
         (r"\bregister (?:usage|pressure|spill\w*|count)\b", "registers VGPR occupancy"),
+        (r"maxrregcount|register limit|max(?:imum)? (?:number of )?registers", "__launch_bounds__ registers"),
+        (r"(?<![\w-])-rdc\b|relocatable|separate compilation", "-fgpu-rdc relocatable device code"),
+        (
+            r"\b(?:AMD|NVIDIA)\b(?: and not | or | vs\.? | versus | from )(?:an? )?\b(?:AMD|NVIDIA)\b",
+            "__HIP_PLATFORM_AMD__ __HIP_PLATFORM_NVIDIA__ platform macro",
+        ),
     )
 )
 
@@ -375,7 +382,11 @@ class Retriever:
         self.segment_chunks = np.array([r[0] for r in segments], dtype=np.int64)
         self.segment_spans = [(r[1], r[2]) for r in segments]
         self.segment_matrix = _stack(r[3] for r in segments)
+        self.segment_rows: dict[int, list[int]] = {}
+        for i, chunk_id in enumerate(self.segment_chunks):
+            self.segment_rows.setdefault(int(chunk_id), []).append(i)
         self._embedder = None
+        self._last_query: tuple[str, np.ndarray] | None = None
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
         self.prose_count = 0
@@ -398,6 +409,54 @@ class Retriever:
         """Load the embedding model now rather than on the first question."""
         if self.dense_available:
             self._embed("warm up")
+
+    @staticmethod
+    def dense_text(question: str) -> str:
+        """What is embedded for a question: a question written mostly in another language embeds
+        badly, so its English part (identifiers and glossary words) stands for it."""
+        expanded = expand_query(question)
+        return " ".join(query_terms(expanded)) if has_cjk(question) else expanded
+
+    def question_vector(self, question: str) -> np.ndarray | None:
+        """The question's embedding (the last one is kept: search and composition share it)."""
+        text = self.dense_text(question)
+        if not text.strip() or not self.dense_available:
+            return None
+        if self._last_query is None or self._last_query[0] != text:
+            self._last_query = (text, self._embed(text))
+        return self._last_query[1]
+
+    def segment_scores(
+        self, passages: list[Passage], question: str
+    ) -> dict[int, list[tuple[int, int, float]]]:
+        """(start, end, cosine with the question) of the stored sentence embeddings of each passage."""
+        vector = self.question_vector(question)
+        if vector is None:
+            return {}
+        out: dict[int, list[tuple[int, int, float]]] = {}
+        for passage in passages:
+            rows = self.segment_rows.get(passage.chunk_id)
+            if not rows:
+                continue
+            scores = self.segment_matrix[rows] @ vector
+            out[passage.chunk_id] = [
+                (*self.segment_spans[i], float(score)) for i, score in zip(rows, scores, strict=True)
+            ]
+        return out
+
+    def term_weights(self, terms: list[str], identifiers: list[str]) -> list[tuple[str, float]]:
+        """Each search word with an inverse-document-frequency weight in (0.2, 1]; the question's
+        identifiers (API names, options, variables) weigh 1.5."""
+        names = {n.lower() for n in identifiers}
+        top = math.log(self.prose_count + 1) or 1.0
+        out: dict[str, float] = {}
+        for term in [*names, *terms]:
+            if term in names:
+                out[term] = 1.5
+            else:
+                idf = math.log((self.prose_count + 1) / (self.df.get(term, 0) + 1)) / top
+                out.setdefault(term, max(0.2, min(idf, 1.0)))
+        return list(out.items())
 
     def selective(self, terms: list[str]) -> list[str]:
         """Drop the corpus' own stop words (in over COMMON_DF of the passages: hip, amd, cuda, gpu)
@@ -442,11 +501,10 @@ class Retriever:
         terms = query_terms(expanded)
         identifiers = identifiers or []
         lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(self.selective(terms)))]
-        # A question written mostly in another language embeds badly; embed its English part.
-        dense_text = " ".join(terms) if has_cjk(question) else expanded
         focus: dict[int, tuple[int, int]] = {}
-        if dense_text.strip() and self.dense_available:
-            ranked_dense, focus = self.dense(self._embed(dense_text))
+        vector = self.question_vector(question)
+        if vector is not None:
+            ranked_dense, focus = self.dense(vector)
             lists.append((1.0, ranked_dense))
         if identifiers:
             prose, rows = self.mentions(identifiers)

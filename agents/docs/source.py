@@ -1,7 +1,9 @@
 """Where the docs corpus comes from: a local folder, or the upstream ROCm repositories at a pinned ref.
 
-The corpus layout is ``HIPIFY/docs/...`` (from ROCm/HIPIFY) and ``HIP/docs/...`` (from ROCm/HIP);
-every chunk keeps its path relative to that root and a GitHub URL at the exact commit it came from.
+The corpus layout is ``HIPIFY/docs/...`` (from ROCm/HIPIFY), ``HIP/docs/...`` (from ROCm/HIP) and
+``ROCm/docs/...`` (ROCm's own documentation, from ROCm/ROCm: ROCm for AI, tuning guides, GPU
+architecture, compatibility); every chunk keeps its path relative to that root and a GitHub URL at
+the exact commit it came from.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from tqdm import tqdm
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 
-REPOS = {"HIPIFY": "ROCm/HIPIFY", "HIP": "ROCm/HIP"}
-# The commits of ../shared/hip-docs (its MANIFEST.md): HIPIFY with the HIP 6.3 tables, HIP docs of Oct 2024.
+REPOS = {"HIPIFY": "ROCm/HIPIFY", "HIP": "ROCm/HIP", "ROCm": "ROCm/ROCm"}
+# The commits of ../shared/hip-docs (its MANIFEST.md): HIPIFY with the HIP 6.3 tables, HIP docs of
+# Oct 2024, ROCm docs of Mar 2025.
 PINNED = {
     "HIPIFY": "014177bc2e434ce3e834aa4f3d0e2abb1efa9796",
     "HIP": "c5e11fcac8249ce4f7e70157588ff9661a870b59",
+    "ROCm": "e396b4898f459db094bfd60b876f419f77eb9f09",
 }
 RAW_BASE = "https://raw.githubusercontent.com"
 _TABLES = [
@@ -40,6 +44,94 @@ _TABLES = [
     }.items()
     for kind in kinds
 ]
+# ROCm/docs: the pages about running AI and HPC work on AMD GPUs (the corpus' MANIFEST.md).
+_ROCM_DOCS = (
+    "what-is-rocm.rst",
+    "index.md",
+    "about/license.md",
+    "compatibility/compatibility-matrix.rst",
+    *(
+        f"compatibility/ml-compatibility/{name}-compatibility.rst"
+        for name in ("jax", "tensorflow", "pytorch")
+    ),
+    *(
+        f"conceptual/{name}"
+        for name in (
+            "pcie-atomics.rst",
+            "iommu.rst",
+            "gpu-arch/mi300-mi200-performance-counters.rst",
+            "gpu-arch/mi300.md",
+            "gpu-arch/mi250.md",
+            "gpu-arch/mi100.md",
+            "compiler-topics.md",
+            "cmake-packages.rst",
+            "gpu-isolation.md",
+            "file-reorg.md",
+            "gpu-arch.md",
+            "oversubscription.rst",
+            "ai-pytorch-inception.md",
+        )
+    ),
+    "release/versions.md",
+    *(
+        f"reference/{name}"
+        for name in (
+            "rocm-tools.md",
+            "graph-safe-support.rst",
+            "precision-support.rst",
+            "api-libraries.md",
+            "gpu-arch-specs.rst",
+        )
+    ),
+    *(
+        f"how-to/rocm-for-ai/{name}"
+        for name in (
+            "index.rst",
+            "training/index.rst",
+            "training/scale-model-training.rst",
+            "training/prerequisite-system-validation.rst",
+            "training/benchmark-docker/megatron-lm.rst",
+            "training/benchmark-docker/pytorch-training.rst",
+            "fine-tuning/index.rst",
+            "fine-tuning/overview.rst",
+            "fine-tuning/fine-tuning-and-inference.rst",
+            "fine-tuning/single-gpu-fine-tuning-and-inference.rst",
+            "fine-tuning/multi-gpu-fine-tuning-and-inference.rst",
+            "inference/index.rst",
+            "inference/install.rst",
+            "inference/hugging-face-models.rst",
+            "inference/llm-inference-frameworks.rst",
+            "inference/vllm-benchmark.rst",
+            "inference/deploy-your-model.rst",
+            "inference-optimization/index.rst",
+            "inference-optimization/model-quantization.rst",
+            "inference-optimization/model-acceleration-libraries.rst",
+            "inference-optimization/optimizing-with-composable-kernel.md",
+            "inference-optimization/optimizing-triton-kernel.rst",
+            "inference-optimization/profiling-and-debugging.rst",
+            "inference-optimization/workload.rst",
+        )
+    ),
+    *(
+        f"how-to/{name}"
+        for name in (
+            "system-debugging.md",
+            "programming_guide.rst",
+            "deep-learning-rocm.rst",
+            "tuning-guides/mi300x/index.rst",
+            "rocm-for-hpc/index.rst",
+            "system-optimization/index.rst",
+            "system-optimization/mi300x.rst",
+            "system-optimization/mi300a.rst",
+            "system-optimization/mi200.md",
+            "system-optimization/mi100.md",
+            "system-optimization/w6000-v620.md",
+            "Bar-Memory.rst",
+            "build-rocm.rst",
+            "setting-cus.rst",
+        )
+    ),
+)
 # The files the assistant answers from, relative to the corpus root.
 FILES: tuple[str, ...] = (
     *(f"HIPIFY/docs/tables/{name}" for name in _TABLES),
@@ -79,17 +171,19 @@ FILES: tuple[str, ...] = (
             "programming_model_reference.rst",
         )
     ),
+    *(f"ROCm/docs/{name}" for name in _ROCM_DOCS),
 )
 SUFFIXES = (".md", ".rst")
 
 
 def corpus_files(root: Path) -> list[Path]:
-    """Every Markdown/reST file under ``HIPIFY/docs`` and ``HIP/docs`` of a corpus root."""
+    """Every Markdown/reST file under ``HIPIFY/docs``, ``HIP/docs`` and ``ROCm/docs`` of a corpus root
+    (a corpus without ``ROCm/`` is still one: older copies hold only HIP and HIPIFY)."""
     root = Path(root)
     if not (root / "HIPIFY").is_dir() and not (root / "HIP").is_dir():
         raise HipbotError(
             f"{root} is not a HIP docs corpus (no HIPIFY/ or HIP/ folder)",
-            hint="pass the folder holding HIPIFY/docs and HIP/docs, or use: hipbot ingest --download",
+            hint="pass the folder holding HIPIFY/docs, HIP/docs (and ROCm/docs), or use: hipbot ingest --download",
         )
     files = [
         p
@@ -98,7 +192,7 @@ def corpus_files(root: Path) -> list[Path]:
         if p.suffix in SUFFIXES and p.is_file()
     ]
     if not files:
-        raise HipbotError(f"no .md or .rst files under {root}/HIPIFY/docs or {root}/HIP/docs")
+        raise HipbotError(f"no .md or .rst files under {root}/HIPIFY/docs, HIP/docs or ROCm/docs")
     return files
 
 
@@ -126,8 +220,8 @@ def upstream_url(rel: str, refs: dict[str, str]) -> str:
 def download(
     settings: Settings, ref: str | None = None, progress: bool = True, base_url: str = RAW_BASE
 ) -> Path:
-    """Fetch FILES from GitHub at ``ref`` (a tag such as ``rocm-6.3.0``, for both repositories) or at
-    the pinned commits, into ``$HIPBOT_HOME/docs-cache/<ref>``; a complete cache is reused."""
+    """Fetch FILES from GitHub at ``ref`` (a tag such as ``rocm-6.3.0``, for all three repositories)
+    or at the pinned commits, into ``$HIPBOT_HOME/docs-cache/<ref>``; a complete cache is reused."""
     if ref is not None and not re.fullmatch(r"[\w.\-/]+", ref):
         raise HipbotError(f"not a git ref: {ref!r}", hint="e.g. --ref rocm-6.3.0")
     refs = {top: ref for top in REPOS} if ref else dict(PINNED)

@@ -306,6 +306,14 @@ class StoredChunk:
     names: tuple[str, ...]
 
 
+def prose_chunks(db: sqlite_utils.Database) -> Iterator[tuple[int, str, str, str, str, str]]:
+    """(id, path, title, section, url, text) of every prose chunk, in document order."""
+    yield from db.execute(
+        "SELECT c.id, d.path, d.title, c.section, d.url, c.text FROM docs_chunks c"
+        " JOIN docs_documents d ON d.id = c.document_id WHERE c.kind = 'prose' ORDER BY c.id"
+    )
+
+
 def prose_texts(db: sqlite_utils.Database) -> Iterator[tuple[str, str]]:
     """(section, text) of every prose chunk."""
     yield from db.execute("SELECT section, text FROM docs_chunks WHERE kind = 'prose'")

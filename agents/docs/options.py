@@ -1,0 +1,197 @@
+"""Options, flags, macros and environment variables as first-class lookup rows, like API names.
+
+The rows come from the docs themselves, read when the engine loads: the option tables
+(``| `--fgpu-rdc` | Generate relocatable device code ... |``), reST list tables of variables
+(``* - AMD_LOG_LEVEL``), headings named after a variable (``### `ROCR_VISIBLE_DEVICES```),
+definition lists (``* `-fgpu-rdc` : ...``) and, for names the docs only mention in prose, the
+sentence that says what they do. A question naming one gets the row; "what replaces nvcc's
+``-rdc=true``" is answered through ``NVCC_FLAGS``, nvcc's flags mapped to the names of those rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hipbot.agents.docs.labels import label
+from hipbot.agents.docs.sentences import clean, units
+
+ENV = re.compile(
+    r"\b(?:HIP|HSA|AMD|ROCR|GPU|HIPCC|MIOPEN|PYTORCH|VLLM|NCCL|RCCL|TORCH|TORCHINDUCTOR|HIPBLASLT|"
+    r"ROCBLAS|TENSILE|OMP|CUDA|HCC|AMDGPU|DEBUG|ROCPROF|HSAKMT|FLASH|CK|NUMA|ROC|HF|TRITON)_[A-Z0-9_]{2,}\b"
+)
+MACRO = re.compile(r"\b__[A-Z][A-Z0-9_]+__\b|\b__launch_bounds__\b")
+OPTION = re.compile(r"(?<![\w/-])--?[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w-])")
+_DEFINES = re.compile(
+    r"\b(?:set|sets|setting|enable|enables|disable|controls?|specif\w*|define\w*|use)\b", re.I
+)
+_MACRO_CONTEXT = re.compile(r"\bmacro|#\s*define|preprocessor|\b-D\w", re.I)
+MAX_TEXT = 300
+
+# nvcc's flags -> the hipcc/clang option or HIP feature the docs' rows name.
+NVCC_FLAGS = {
+    "-rdc": "--fgpu-rdc",
+    "--relocatable-device-code": "--fgpu-rdc",
+    "-dc": "--fgpu-rdc",
+    "--device-c": "--fgpu-rdc",
+    "-arch": "--offload-arch",
+    "--gpu-architecture": "--offload-arch",
+    "-gencode": "--offload-arch",
+    "--generate-code": "--offload-arch",
+    "-keep": "-save-temps",
+    "--keep": "-save-temps",
+    "-G": "-ggdb",
+    "--device-debug": "-ggdb",
+    "-cubin": "--genco",
+    "--cubin": "--genco",
+    "-fatbin": "--genco",
+    "-maxrregcount": "__launch_bounds__",
+    "--maxrregcount": "__launch_bounds__",
+}
+_NVCC_FLAG = re.compile(r"(?<![\w-])(-{1,2}[A-Za-z][\w-]*)")
+
+
+@dataclass(frozen=True)
+class OptionRow:
+    """What the docs say a name is: ``kind`` is env | option | macro; ``strength`` ranks the
+    definition (3 table row or heading, 2 list definition, 1 a prose mention)."""
+
+    name: str
+    kind: str
+    text: str
+    path: str
+    title: str
+    section: str
+    url: str
+    strength: int
+
+    def source(self) -> dict[str, str]:
+        return {"path": self.path, "section": self.section, "url": self.url}
+
+    def render(self, lang: str = "en") -> str:
+        kind = label(f"kind_{self.kind}", lang)
+        return label("option_row", lang, name=self.name, kind=kind, text=self.text) + (
+            f" ({self.title} \u203a {self.section})"
+        )
+
+
+@dataclass(frozen=True)
+class ProseChunk:
+    id: int
+    path: str
+    title: str
+    section: str
+    url: str
+    text: str
+
+
+def kind_of(name: str, context: str) -> str:
+    if name.startswith("-"):
+        return "option"
+    if MACRO.fullmatch(name) or _MACRO_CONTEXT.search(context):
+        return "macro"
+    return "env"
+
+
+def _names(text: str) -> list[str]:
+    found = [m.group(0) for pattern in (ENV, MACRO, OPTION) for m in pattern.finditer(text)]
+    return list(dict.fromkeys(found))
+
+
+def _short(text: str) -> str:
+    text = clean(text).strip(" :;")
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rsplit(" ", 1)[0] + "\u2026"
+
+
+def _head_name(cell: str) -> str:
+    """The name a table cell or list item defines: ``--offload-arch=<target>`` -> ``--offload-arch``."""
+    cell = cell.strip().strip("`*").strip()
+    return re.split(r"[=\s<\[(`]", cell, maxsplit=1)[0]
+
+
+def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
+    """Every option/variable/macro row the docs define or describe."""
+    rows: list[OptionRow] = []
+    for chunk in chunks:
+        heading = chunk.section.rsplit(" > ", 1)[-1].strip("` ")
+        if not _names(f"{heading} {chunk.text}"):
+            continue
+        parts = units(chunk.text)
+
+        def row(name: str, text: str, strength: int, c: ProseChunk = chunk) -> OptionRow:
+            return OptionRow(
+                name, kind_of(name, text), _short(text), c.path, c.title, c.section, c.url, strength
+            )
+
+        if (ENV.fullmatch(heading) or MACRO.fullmatch(heading)) and parts:
+            rows.append(row(heading, " ".join(u.text for u in parts[:2] if u.kind == "sentence"), 3))
+        for unit in parts:
+            if unit.kind == "code":
+                continue
+            name_part, sep, rest = unit.text.partition(": ") if unit.kind == "row" else ("", "", "")
+            if unit.kind == "sentence" and unit.text.startswith("`"):
+                name_part, sep, rest = (
+                    unit.text.partition(" : ") if " : " in unit.text else unit.text.partition(": ")
+                )
+            name = _head_name(name_part) if sep else ""
+            if name and (
+                ENV.fullmatch(name) or MACRO.fullmatch(name) or OPTION.fullmatch(name) or name.startswith("-")
+            ):
+                rows.append(row(name, rest, 3 if unit.kind == "row" else 2))
+                continue
+            if unit.kind == "sentence" and _DEFINES.search(unit.text) and len(unit.text) < 400:
+                for mentioned in _names(unit.text):
+                    rows.append(row(mentioned, unit.text, 1))
+    return rows
+
+
+class OptionIndex:
+    """The rows by name, best definition first; finds the names a question mentions."""
+
+    def __init__(self, rows: list[OptionRow]) -> None:
+        self.rows: dict[str, list[OptionRow]] = {}
+        for r in sorted(rows, key=lambda r: (-r.strength, len(r.text))):
+            bucket = self.rows.setdefault(r.name, [])
+            if all(b.path != r.path or b.strength > r.strength for b in bucket) and len(bucket) < 3:
+                bucket.append(r)
+        # "-offload-arch" and "--offload-arch" are the same option to a reader
+        self.by_stem = {n.lstrip("-"): n for n in self.rows if n.startswith("-")}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def get(self, name: str) -> list[OptionRow]:
+        key = name if name in self.rows else self.by_stem.get(name.lstrip("-"), "")
+        return self.rows.get(key, [])
+
+    def find(self, question: str) -> list[tuple[str | None, list[OptionRow]]]:
+        """(nvcc flag or None, rows) for each option, variable or macro the question names."""
+        out: list[tuple[str | None, list[OptionRow]]] = []
+        seen: set[str] = set()
+        for name in _names(question):
+            rows = self.get(name)
+            if rows and rows[0].name not in seen:
+                seen.add(rows[0].name)
+                out.append((None, rows))
+        if "nvcc" in question.lower():
+            for match in _NVCC_FLAG.finditer(question):
+                flag = match.group(1).split("=")[0]
+                target = NVCC_FLAGS.get(flag)
+                rows = self.get(target) if target else []
+                if target and rows and rows[0].name not in seen:
+                    seen.add(rows[0].name)
+                    out.append((flag, rows))
+        return out[:3]
+
+
+def option_lines(found: list[tuple[str | None, list[OptionRow]]], lang: str) -> tuple[list[str], list[dict]]:
+    """Answer lines and sources for the options a question names."""
+    lines: list[str] = []
+    sources: list[dict[str, str]] = []
+    for flag, rows in found:
+        best = rows[0]
+        prefix = label("nvcc_flag", lang, flag=flag, name=best.name) + ". " if flag else ""
+        lines.append(prefix + best.render(lang))
+        sources.extend(r.source() for r in rows[:2])
+    return lines, sources

@@ -1,0 +1,176 @@
+"""Composed answers, option rows, citation checks, labels and the feedback list, on small inputs.
+
+These run without the corpus: passages are built here, scored on their words alone (the mode the
+engine falls back to when a database has no embeddings); tests/docs/test_answers.py checks the same
+behaviours on the ingested corpus with its sentence embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hipbot.agents.docs.compose import ANSWER_CHARS, compose
+from hipbot.agents.docs.feedback import voted
+from hipbot.agents.docs.generate import checked
+from hipbot.agents.docs.labels import label, language_of
+from hipbot.agents.docs.options import OptionIndex, ProseChunk, extract
+from hipbot.agents.docs.retrieval import Passage
+from hipbot.agents.docs.sentences import units
+from hipbot.bot.state import BotState
+from hipbot.cli import main
+
+WRAPPED = """Note that the `__sync` variants are made available in ROCm 6.2, but disabled by
+default to help with the transition to 64-bit masks. They can be enabled by
+setting the preprocessor macro `HIP_ENABLE_WARP_SYNC_BUILTINS`. These builtins
+will be enabled unconditionally in ROCm 6.3.
+"""
+
+TABLE = """| Option                              | Description |
+| ------                              | ----------- |
+| `--fgpu-rdc`                        | Generate relocatable device code, which allows kernels or device functions calling device functions in different translation units. |
+| `-save-temps`                       | Save the compiler generated intermediate files. |
+"""
+
+HOW_TO = """To build a static library that exports device functions, compile with relocatable device code:
+
+```shell
+hipcc hipDevice.cpp -c -fgpu-rdc -o hipDevice.o
+ar rcsD libHipDevice.a hipDevice.o
+```
+
+The library is then linked with hipcc.
+"""
+
+
+def passage(
+    text: str, chunk_id: int = 1, section: str = "Warp cross-lane functions", path: str = "HIP/docs/x.rst"
+) -> Passage:
+    return Passage(chunk_id, path, "Title", section, f"https://example.org/{path}", text, "prose", (), 1.0)
+
+
+def weights(*words: str) -> list[tuple[str, float]]:
+    return [(w, 1.0) for w in words]
+
+
+def test_units_rebuild_sentences_across_wrapped_lines_and_keep_rows_and_code_whole() -> None:
+    sentences = [u for u in units(WRAPPED) if u.kind == "sentence"]
+    assert len(sentences) == 3
+    assert sentences[1].text == (
+        "They can be enabled by setting the preprocessor macro `HIP_ENABLE_WARP_SYNC_BUILTINS`."
+    )
+    rows = [u.text for u in units(TABLE) if u.kind == "row"]
+    assert rows[0].startswith("`--fgpu-rdc`: Generate relocatable device code") and len(rows) == 2
+    code = [u for u in units(HOW_TO) if u.kind == "code"]
+    assert len(code) == 1 and code[0].text.startswith("```shell") and code[0].text.endswith("```")
+
+
+def test_a_direct_sentence_with_its_citation_and_sources_ordered_by_citation() -> None:
+    other = passage(
+        "Streams run work in order. Events mark points in a stream.", 2, "Streams", "HIP/docs/s.md"
+    )
+    warp = passage(WRAPPED, 1)
+    out = compose(
+        "how do I enable the sync shuffles?", [other, warp], weights("enable", "enabled", "macro"), {}
+    )
+    assert out.text.endswith("[1]") and "HIP_ENABLE_WARP_SYNC_BUILTINS" in out.text
+    assert out.sources[0]["path"] == "HIP/docs/x.rst" and out.cited == [1]
+    assert len(out.text) <= ANSWER_CHARS
+    assert "Streams run work in order" in out.more  # the full passages stay for "More"
+
+
+def test_several_sentences_that_answer_alike_become_bullets_within_the_budget() -> None:
+    long = (
+        "The wavefront setting decides how many lanes run together on CDNA GPUs. "
+        "RDNA cards take a different wavefront setting, thirty-two lanes by default. "
+        "A kernel compiled with one wavefront setting cannot switch at launch time. "
+        "Libraries query the wavefront setting through device attributes before tuning. "
+        "Unrelated text about streams and events follows here."
+    )
+    out = compose("wavefront setting", [passage(long)], weights("setting", "wavefront"), {})
+    lines = out.text.splitlines()
+    assert 2 <= len(lines) <= 4 and all(line.startswith("- ") and line.endswith("[1]") for line in lines)
+    assert len(out.text) <= ANSWER_CHARS
+
+
+def test_a_code_block_that_answers_a_how_to_question_is_kept_whole() -> None:
+    out = compose(
+        "How do I build a static library with relocatable device code?",
+        [passage(HOW_TO)],
+        weights("static", "library", "relocatable", "fgpu-rdc"),
+        {},
+    )
+    assert "hipcc hipDevice.cpp -c -fgpu-rdc -o hipDevice.o\nar rcsD libHipDevice.a hipDevice.o" in out.text
+
+
+def test_fact_lines_come_first_and_nothing_found_says_so_in_the_asker_language() -> None:
+    out = compose("x", [passage(WRAPPED)], weights("macro"), {}, fact_lines=["`a` \u2192 `b`."])
+    assert out.text.startswith("`a` \u2192 `b`.")
+    empty = compose("完全无关的问题", [], [], {}, lang="zh")
+    assert empty.text == label("nothing", "zh") and "现有文档" in empty.text
+
+
+def test_option_rows_come_from_tables_headings_and_prose_and_nvcc_flags_map_to_them() -> None:
+    chunks = [
+        ProseChunk(1, "HIP/docs/porting.md", "Porting", "Compiler options", "u1", TABLE),
+        ProseChunk(2, "ROCm/docs/iso.md", "GPU isolation", "Environment variables > ROCR_VISIBLE_DEVICES",
+                   "u2", "A list of device indices or UUIDs that will be exposed to applications."),
+        ProseChunk(3, "HIP/docs/k.rst", "Kernel language", "Warp cross-lane functions", "u3", WRAPPED),
+    ]  # fmt: skip
+    index = OptionIndex(extract(chunks))
+    ((flag, rows),) = index.find("what replaces nvcc's -rdc=true under hipcc?")
+    assert flag == "-rdc" and rows[0].name == "--fgpu-rdc" and rows[0].kind == "option"
+    ((_, env),) = index.find("should I set ROCR_VISIBLE_DEVICES?")
+    assert env[0].kind == "env" and env[0].text.startswith("A list of device indices")
+    ((_, macro),) = index.find("what is HIP_ENABLE_WARP_SYNC_BUILTINS")
+    assert macro[0].kind == "macro" and "preprocessor macro" in macro[0].text
+    assert index.find("nothing to see here") == []
+
+
+def test_generated_citations_are_renumbered_and_an_answer_citing_nothing_retrieved_is_refused() -> None:
+    given = [passage("a", 1, "A", "p/a.md"), passage("b", 2, "B", "p/b.md"), passage("c", 3, "C", "p/c.md")]
+    ok = checked("Use the macro [3]. It came in 6.2 [3][1]. See [9].", given)
+    assert ok is not None and ok.text == "Use the macro [1]. It came in 6.2 [1][2]. See ."
+    assert [s["path"] for s in ok.sources] == ["p/c.md", "p/a.md"]
+    assert checked("No citations at all.", given) is None
+    assert checked("Only made-up ones [7] [12].", given) is None
+
+
+def test_language_and_labels() -> None:
+    assert language_of("HIP 里有没有 __shfl_down_sync？") == "zh" and language_of("what is hipcc") == "en"
+    assert label("see_also", "zh") == "另见" and label("see_also", "fr") == "See also"
+
+
+def test_feedback_lists_voted_answers_worst_first(tmp_path, monkeypatch) -> None:
+    database = tmp_path / "hipbot.db"
+    state = BotState.open(database)
+    good = state.record_answer("good q", {"answer": "good a", "mode": "lookup", "sources": []})
+    bad = state.record_answer(
+        "bad q", {"answer": "bad a", "mode": "extractive", "sources": [{"path": "p.md"}]}
+    )
+    meh = state.record_answer("meh q", {"answer": "meh a", "mode": "extractive", "sources": []})
+    state.vote(good, 1, 1)
+    state.vote(good, 2, 1)
+    state.vote(bad, 1, -1)
+    state.vote(bad, 2, -1)
+    state.vote(meh, 1, -1)
+    state.vote(meh, 2, 1)
+    rows = voted(database)
+    assert [r.answer_id for r in rows] == [bad, meh, good]
+    assert (rows[0].score, rows[0].down, rows[0].sources) == (-2, 2, ["p.md"])
+    assert [r.answer_id for r in voted(database, only_negative=True)] == [bad]
+    monkeypatch.setenv("HIPBOT_HOME", str(tmp_path))
+    monkeypatch.setenv("HIPBOT_DB", str(database))
+    assert main(["answers", "feedback", "--json", "--limit", "2"]) == 0
+
+
+def test_feedback_cli_prints_worst_first(tmp_path, monkeypatch, capsys) -> None:
+    database = tmp_path / "hipbot.db"
+    state = BotState.open(database)
+    state.vote(state.record_answer("why is it slow", {"answer": "no idea", "mode": "extractive"}), 7, -1)
+    monkeypatch.setenv("HIPBOT_HOME", str(tmp_path))
+    monkeypatch.setenv("HIPBOT_DB", str(database))
+    assert main(["answers", "feedback"]) == 0
+    out = capsys.readouterr().out
+    assert "score -1 (1 votes, 1 down)" in out and "Q: why is it slow" in out and "A: no idea" in out
+    assert main(["answers", "feedback", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["down"] == 1
