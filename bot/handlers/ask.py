@@ -1,4 +1,5 @@
-"""/ask: porting answers with sources, the buttons under them (votes, more sources)."""
+"""/ask: porting answers with sources, the buttons under them (votes, "More": the full passages and
+all the sources)."""
 
 from __future__ import annotations
 
@@ -71,10 +72,8 @@ def answer_reply(answer_id: int, question: str, result: dict[str, Any]) -> Reply
         color=COLOR_INFO,
     )
     buttons = []
-    if len(sources) > SOURCES_SHOWN:
-        buttons.append(
-            Button(f"hipbot:sources:{answer_id}", f"More sources ({len(sources) - SOURCES_SHOWN})")
-        )
+    if result.get("more") or len(sources) > SOURCES_SHOWN:
+        buttons.append(Button(f"hipbot:sources:{answer_id}", "More"))
     buttons += [
         Button(f"hipbot:vote:up:{answer_id}", "Helpful", emoji="👍"),
         Button(f"hipbot:vote:down:{answer_id}", "Not helpful", emoji="👎"),
@@ -90,7 +89,8 @@ def more_sources(ctx: Context, answer_id: int) -> Reply:
         )
     sources = row["answer"].get("sources") or []
     embed = Embed(
-        title=truncate(f"Sources for: {row['question']}", 256),
+        title=truncate(f"More on: {row['question']}", 256),
+        description=truncate(row["answer"].get("more") or "", 4000),
         links=[_source_link(s) for s in sources],
         color=COLOR_INFO,
     )
