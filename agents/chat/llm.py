@@ -1,14 +1,21 @@
 """The chat model behind generated answers: LangChain's ChatOpenAI against any OpenAI-compatible
-endpoint (vLLM in production), configured by ``HIPBOT_LLM_URL`` / ``HIPBOT_LLM_MODEL``."""
+endpoint (vLLM in production), configured by ``HIPBOT_LLM_URL`` / ``HIPBOT_LLM_MODEL``. When the
+model is a published adapter that recorded its training chat template, answers are prompted the way
+it was trained (``hipbot.jobs.serve.chat``) instead."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import httpx
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+
+if TYPE_CHECKING:
+    from hipbot.jobs.serve.chat import ChatTarget
 
 
 def base_url(url: str) -> str:
@@ -62,22 +69,47 @@ def chat_model(settings: Settings):
     )
 
 
+@dataclass(frozen=True)
+class AdapterModel:
+    """A published adapter, prompted with the chat template it was trained with."""
+
+    target: ChatTarget
+    max_tokens: int
+    timeout: float
+
+
+def answer_model(settings: Settings):
+    """What generates answers: an ``AdapterModel`` when ``HIPBOT_LLM_MODEL`` names a registered
+    adapter that recorded its template, else ``chat_model(settings)``."""
+    from hipbot.jobs.serve.chat import answer_target
+
+    target = answer_target(settings)
+    if target is None:
+        return chat_model(settings)
+    return AdapterModel(target, settings.llm_max_tokens, settings.llm_timeout)
+
+
 def generate(model, question: str, context: str, template: str = "answer.md") -> str:
-    """Answer ``question`` from ``context`` (numbered passages) with the prompt in ``prompts/``."""
+    """Answer ``question`` from ``context`` (numbered passages) with the prompt in ``prompts/``;
+    ``model`` is what ``answer_model`` (or ``chat_model``) returned."""
     import openai
     from langchain_core.messages import HumanMessage, SystemMessage
 
+    from hipbot.jobs.serve.chat import ask
     from hipbot.prompts import load
 
-    messages = [
-        SystemMessage(load(template).strip()),
-        HumanMessage(f"Passages:\n\n{context}\n\nQuestion: {question}"),
-    ]
-    try:
-        reply = model.invoke(messages)
-    except (openai.APIError, httpx.HTTPError) as exc:
-        raise HipbotError(f"the LLM endpoint failed: {exc}") from exc
-    text = reply.content if isinstance(reply.content, str) else str(reply.content)
+    system = load(template).strip()
+    user = f"Passages:\n\n{context}\n\nQuestion: {question}"
+    if isinstance(model, AdapterModel):
+        pieces = ask(model.target, user, system=system, max_tokens=model.max_tokens, temperature=0.0,
+                     timeout=model.timeout)  # fmt: skip
+        text = "".join(pieces)
+    else:
+        try:
+            reply = model.invoke([SystemMessage(system), HumanMessage(user)])
+        except (openai.APIError, httpx.HTTPError) as exc:
+            raise HipbotError(f"the LLM endpoint failed: {exc}") from exc
+        text = reply.content if isinstance(reply.content, str) else str(reply.content)
     if not text.strip():
         raise HipbotError("the LLM returned an empty answer")
     return text

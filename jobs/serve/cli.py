@@ -221,7 +221,7 @@ def register(
     """Add an adapter to the registry as NAME (checked, copied into HIPBOT_ADAPTERS_DIR)."""
     adapter = _register(name, job, path, base_model, owner)
     click.echo(f"registered {adapter.name}: rank {adapter.rank}, {', '.join(adapter.target_modules)}, "
-               f"{_size(adapter.size_bytes)}, base {adapter.base_model}")  # fmt: skip
+               f"{_size(adapter.size_bytes)}, base {adapter.base_model}, template {adapter.template_label}")  # fmt: skip
 
 
 @serve.command("unregister")
@@ -247,6 +247,8 @@ def publish_cmd(name: str, server: str | None, job: str | None, path: Path | Non
         _register(name, job, path, base_model, owner)
     for result in publish(_registry(), name, server):
         click.echo(f"{result.adapter} on {result.server}: {result.action} ({result.lora_path})")
+        if result.warning:
+            click.echo(f"warning: {result.warning}", err=True)
 
 
 @serve.command("unpublish")
@@ -296,6 +298,10 @@ def sync_cmd(server: str | None, every: float | None) -> None:
         time.sleep(every)
 
 
+LIST_COLUMNS = ["name", "base_model", "rank", "targets", "template", "size", "job", "owner", "servers", "sha256",
+                "created_at"]  # fmt: skip
+
+
 @serve.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(as_json: bool) -> None:
@@ -309,13 +315,11 @@ def list_cmd(as_json: bool) -> None:
         return
     rows = [
         a.public() | {"size": _size(a.size_bytes), "targets": ",".join(a.target_modules),
-                      "servers": ",".join(a.servers) or "-", "sha256": a.sha256[:12], "job": a.job_id or "-"}
+                      "servers": ",".join(a.servers) or "-", "sha256": a.sha256[:12], "job": a.job_id or "-",
+                      "template": a.template_label}
         for a in adapters
     ]  # fmt: skip
-    _table(
-        rows,
-        ["name", "base_model", "rank", "targets", "size", "job", "owner", "servers", "sha256", "created_at"],
-    )
+    _table(rows, LIST_COLUMNS)
 
 
 # -- local development server -----------------------------------------------------------------
@@ -410,7 +414,7 @@ def prepare(name: str, out: Path | None) -> None:
 @click.argument("prompt", nargs=-1, required=True)
 @click.option("--adapter", help="Chat with this published adapter.")
 @click.option("--base", is_flag=True, help="Chat with the base model of the first server.")
-@click.option("--system", help="A system prompt.")
+@click.option("--system", help="A system prompt (for an adapter: instead of the one it was trained with).")
 @click.option("--max-tokens", type=int, default=512, show_default=True)
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--timeout", type=float, help="Give up after SECONDS (default: HIPBOT_LLM_TIMEOUT).")

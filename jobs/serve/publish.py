@@ -4,8 +4,9 @@ Adapter files come from volunteers' workers, so they are inspected without being
 ``adapter_model.safetensors`` is accepted (its JSON header is read directly; nothing is ever
 unpickled), and everything vLLM would refuse (rank above ``--max-lora-rank``, another base model,
 weights outside the LoRA layers) is refused here first with a message that says what to change.
-Only the two files vLLM needs are copied, into ``<adapters>/<name>/`` and then, unless that
-directory is already shared with the server, into ``<server adapter dir>/<name>/``.
+Only the two files vLLM needs are copied (with the job's ``template_record.json``, the chat template
+it trained with), into ``<adapters>/<name>/`` and then, unless that directory is already shared with
+the server, into ``<server adapter dir>/<name>/``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 from hipbot.config import Settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune import template_record
+from hipbot.jobs.finetune.template_record import PROBE_QUESTION
 from hipbot.jobs.serve.registry import Adapter, Registry, Server, validate_name
 from hipbot.jobs.serve.vllm_client import ServerDown, VllmClient
 
@@ -227,11 +230,13 @@ def server_problems(adapter: Adapter, server: Server) -> list[str]:
 
 
 def _copy_adapter(source: Path, dest: Path) -> None:
-    """Copy the adapter's two files into ``dest`` atomically (temporary sibling, then rename)."""
+    """Copy the adapter's two files (and its template record) into ``dest`` atomically (temporary
+    sibling, then rename)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    record = () if not (source / template_record.RECORD_FILE).is_file() else (template_record.RECORD_FILE,)
     try:
-        for name in ADAPTER_FILES:
+        for name in (*ADAPTER_FILES, *record):
             shutil.copyfile(source / name, tmp / name)
         tmp.chmod(0o755)
         if dest.exists():
@@ -269,6 +274,7 @@ def register_adapter(
     """
     validate_name(name)
     info = inspect_adapter(Path(source))
+    template = template_record.read(Path(source))  # checked: renders its training probe exactly
     existing = registry.find(name)
     if existing is not None:
         if existing.sha256 == info.sha256:
@@ -298,6 +304,7 @@ def register_adapter(
             owner=owner,
             created_at=utcnow(),
             published_at=None,
+            template=template,
         )
     )
 
@@ -323,6 +330,7 @@ class PublishResult:
     action: str  # "loaded", "already loaded", "reloaded", "unloaded", "not loaded", "error"
     lora_path: str = ""
     detail: str = ""
+    warning: str = ""  # the adapter is prompted differently from the server's plain chat request
 
 
 def _client(server: Server, timeout: float = 60.0) -> VllmClient:
@@ -372,7 +380,34 @@ def _targets(registry: Registry, server: str | None, adapter: Adapter) -> list[S
     return matching
 
 
-def publish_to(registry: Registry, adapter: Adapter, server: Server) -> PublishResult:
+def template_warning(client: VllmClient, adapter: Adapter, server: Server) -> str:
+    """Why a plain chat request to the adapter would be prompted unlike its training, or "".
+
+    Both prompts of the probe question are tokenized by the server itself: the one rendered from
+    the adapter's record, and what its chat template makes of a plain ``[user]`` request."""
+    record = adapter.template
+    if record is None:
+        return ""
+    trained = record.render(record.conversation(PROBE_QUESTION))
+    plain = [{"role": "user", "content": PROBE_QUESTION}]
+    if client.tokenize(server.served_model, prompt=trained) == client.tokenize(
+        server.served_model, messages=plain
+    ):
+        return ""
+    system = f" with default_system {record.default_system!r}" if record.default_system else ""
+    return (
+        f"{adapter.name} was trained with the chat template {record.label}{system}, unlike the prompt "
+        f"{server.name} builds for a plain chat request: hipbot (chat --adapter, /chat, answers) prompts "
+        f"it as trained; other clients must send the prompt rendered from {template_record.RECORD_FILE} "
+        "to /v1/completions"
+    )
+
+
+def publish_to(
+    registry: Registry, adapter: Adapter, server: Server, *, check_template: bool = False
+) -> PublishResult:
+    """Load ``adapter`` on ``server`` unless it is there already; ``check_template`` compares its
+    prompt with the server's plain chat prompt (``PublishResult.warning``)."""
     problems = server_problems(adapter, server)
     if problems:
         raise AdapterRejected(f"cannot publish {adapter.name!r} to {server.name}", problems)
@@ -385,14 +420,18 @@ def publish_to(registry: Registry, adapter: Adapter, server: Server) -> PublishR
             _stage(adapter, local, copied)
             client.load_adapter(adapter.name, lora_path, inplace=current is not None)
             action = "reloaded" if current is not None else "loaded"
+        warning = template_warning(client, adapter, server) if check_template else ""
     registry.mark_loaded(adapter.name, server.name, lora_path, copied)
-    return PublishResult(adapter.name, server.name, action, lora_path)
+    return PublishResult(adapter.name, server.name, action, lora_path, warning=warning)
 
 
 def publish(registry: Registry, name: str, server: str | None = None) -> list[PublishResult]:
     """Load ``name`` on ``server`` (default: every server with its base model). Idempotent."""
     adapter = registry.get(name)
-    return [publish_to(registry, adapter, target) for target in _targets(registry, server, adapter)]
+    return [
+        publish_to(registry, adapter, target, check_template=True)
+        for target in _targets(registry, server, adapter)
+    ]
 
 
 def unpublish(registry: Registry, name: str, server: str | None = None) -> list[PublishResult]:

@@ -17,6 +17,8 @@ import sqlite_utils
 from hipbot.config import Settings
 from hipbot.db import migrate, open_db, utcnow
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune import template_record
+from hipbot.jobs.finetune.template_record import TemplateRecord
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 NAME_MAX = 64
@@ -76,7 +78,13 @@ def _adapters_v1(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX adapters_job ON adapters(job_id)")
 
 
-STEPS = [_adapters_v1]
+def _adapters_v2(db: sqlite_utils.Database) -> None:
+    """The chat template each adapter was trained with (``TemplateRecord`` JSON; NULL when its
+    folder had none: the server's own template is used for it)."""
+    db.execute("ALTER TABLE adapters ADD COLUMN template TEXT")
+
+
+STEPS = [_adapters_v1, _adapters_v2]
 
 
 @dataclass(frozen=True)
@@ -124,11 +132,17 @@ class Adapter:
     created_at: str
     published_at: str | None
     servers: tuple[str, ...] = ()
+    template: TemplateRecord | None = None
+
+    @property
+    def template_label(self) -> str:
+        return self.template.label if self.template is not None else "-"
 
     def public(self) -> dict[str, Any]:
         data = {k: str(v) if isinstance(v, Path) else v for k, v in self.__dict__.items()}
         data["target_modules"] = list(self.target_modules)
         data["servers"] = list(self.servers)
+        data["template"] = self.template.model_dump() if self.template is not None else None
         return data
 
 
@@ -190,6 +204,7 @@ class Registry:
         row["target_modules"] = json.dumps(sorted(adapter.target_modules))
         row["job_id"] = None if adapter.job_id is None else str(adapter.job_id)
         row["created_at"] = adapter.created_at or utcnow()
+        row["template"] = adapter.template.to_json() if adapter.template is not None else None
         try:
             self.db["adapters"].insert(row)
         except sqlite3.IntegrityError as exc:
@@ -234,6 +249,7 @@ class Registry:
                     "target_modules": tuple(json.loads(row["target_modules"])),
                     "path": Path(row["path"]),
                     "servers": servers,
+                    "template": template_record.loads(row["template"]),
                 }
             )
         )

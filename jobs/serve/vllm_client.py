@@ -12,7 +12,7 @@ import json
 import os
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,23 +206,50 @@ class VllmClient:
         timeout: float = 60.0,
         extra: dict[str, Any] | None = None,
     ) -> Iterator[str]:
-        """Stream the answer's text pieces (server-sent events) from ``/v1/chat/completions``.
+        """Stream the answer's text pieces (server-sent events) from ``/v1/chat/completions``: the
+        server renders ``messages`` with its own chat template (the base model's).
 
         ``timeout`` bounds the whole answer, not each read: a slow trickle cannot hold a bot
         handler forever. Raises ``ChatTimeout`` after the pieces that arrived in time.
         """
+        body: dict[str, Any] = {"model": model, "messages": messages, **(extra or {})}
+        yield from self._stream("/v1/chat/completions", body, max_tokens, temperature, timeout)
+
+    def complete_stream(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        stop: Sequence[str] = (),
+        stop_token_ids: Sequence[int] = (),
+        max_tokens: int = 512,
+        temperature: float = 0.7,
+        timeout: float = 60.0,
+    ) -> Iterator[str]:
+        """Stream the continuation of a prompt rendered by the caller, from ``/v1/completions``.
+
+        The prompt already holds every special token its template writes, so the server adds none
+        (``add_special_tokens`` false: a tokenizer that prepends BOS would double it), the way the
+        trainer tokenized it. ``stop``/``stop_token_ids``: the template's turn-end marker.
+        """
         body: dict[str, Any] = {
             "model": model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stream": True,
-            **(extra or {}),
+            "prompt": prompt,
+            "add_special_tokens": False,
+            "stop": list(stop),
+            "stop_token_ids": list(stop_token_ids),
         }
+        yield from self._stream("/v1/completions", body, max_tokens, temperature, timeout)
+
+    def _stream(
+        self, path: str, body: dict[str, Any], max_tokens: int, temperature: float, timeout: float
+    ) -> Iterator[str]:
+        model = str(body["model"])
+        body = {**body, "max_tokens": max_tokens, "temperature": temperature, "stream": True}
         deadline = time.monotonic() + timeout
         per_read = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         try:
-            with self._http.stream("POST", "/v1/chat/completions", json=body, timeout=per_read) as response:
+            with self._http.stream("POST", path, json=body, timeout=per_read) as response:
                 if response.status_code != 200:
                     response.read()
                     raise self._chat_error(response, model)
@@ -239,7 +266,8 @@ class VllmClient:
                             detail=_event_error(event),
                         )
                     for choice in event.get("choices", []):
-                        piece = (choice.get("delta") or {}).get("content")
+                        # chat events carry {"delta": {"content"}}, completion events {"text"}
+                        piece = choice.get("text") or (choice.get("delta") or {}).get("content")
                         if piece:
                             yield piece
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -250,6 +278,21 @@ class VllmClient:
             raise ServerDown(
                 f"lost the connection to vLLM server {self.name} while streaming ({type(exc).__name__})"
             ) from exc
+
+    def tokenize(
+        self, model: str, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None
+    ) -> list[int]:
+        """``POST /tokenize``: the token ids of ``prompt`` as given (no special tokens added), or of
+        ``messages`` rendered by the server's chat template with the generation prompt."""
+        body: dict[str, Any] = {"model": model}
+        if messages is not None:
+            body |= {"messages": messages, "add_generation_prompt": True}
+        else:
+            body |= {"prompt": prompt, "add_special_tokens": False}
+        response = self._request("POST", "/tokenize", json=body)
+        if response.status_code != 200:
+            raise self._rejected(response, "tokenize")
+        return [int(t) for t in response.json()["tokens"]]
 
     def chat(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> str:
         return "".join(self.chat_stream(model, messages, **kwargs))

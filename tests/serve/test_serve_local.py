@@ -11,7 +11,7 @@ import pytest
 from hipbot.cli import main
 from hipbot.errors import HipbotError
 from hipbot.jobs.serve.base_models import default_model_dir, is_prepared
-from hipbot.jobs.serve.chat import _messages, stream_chat
+from hipbot.jobs.serve.chat import _history, stream_chat
 from hipbot.jobs.serve.local_vllm import LocalVllm, start_detached, state_file, stop_detached
 from hipbot.jobs.serve.vllm_client import ChatTimeout, _sse_data
 
@@ -84,15 +84,17 @@ def test_sse_parsing() -> None:
 
 
 def test_chat_history_forms() -> None:
-    messages = _messages(
-        "and now?", [("user", "hi"), {"role": "assistant", "content": "hello"}], system="Be brief."
-    )
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[-1]["content"] == "and now?"
+    from hipbot.config import load_settings
+
+    turns = _history([("user", "hi"), {"role": "assistant", "content": "hello"}])
+    assert [(t.role, t.content) for t in turns] == [("user", "hi"), ("assistant", "hello")]
     with pytest.raises(HipbotError, match="unknown chat role 'bot'"):
-        _messages("x", [("bot", "hi")], None)
+        _history([("bot", "hi")])
+    # Both fail before any server is looked for.
     with pytest.raises(HipbotError, match="the prompt is empty"):
-        _messages("  ", None, None)
+        list(stream_chat(load_settings(), "  "))
+    with pytest.raises(HipbotError, match="unknown chat role 'bot'"):
+        list(stream_chat(load_settings(), "x", history=[("bot", "hi")]))
 
 
 @pytest.mark.vllm
