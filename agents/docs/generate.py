@@ -69,8 +69,8 @@ def generated(
 ) -> Generated | None:
     """An LLM answer that may only use the retrieved passages (and the mapping facts); None when
     it cites nothing retrieved. Raises HipbotError when the endpoint fails."""
-    from hipbot.agents.chat.llm import chat_model, generate
+    from hipbot.agents.chat.llm import answer_model, generate
 
     asked = f"{question}\n\n(Answer in {_LANGUAGE.get(lang, 'English')}.)"
-    text = generate(chat_model(settings), asked, context_for(passages, fact_lines, terms))
+    text = generate(answer_model(settings), asked, context_for(passages, fact_lines, terms))
     return checked(text.strip(), passages)
