@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
+
 GIB = 1024**3
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -35,6 +37,14 @@ ZERO3_INPUTS_PER_HIDDEN = 6.0
 ZERO3_INPUTS_PER_INTERMEDIATE = 2.0
 # Bytes per token per vocabulary entry at the loss: bf16 logits, fp32 copy, log-softmax and grads.
 LOGIT_BYTES = 12.0
+# With Liger's kernels: RMSNorm keeps its input and SwiGLU its two inputs (no SiLU output, no fp32 copies).
+LIGER_PER_HIDDEN = 12.0
+LIGER_PER_INTERMEDIATE = 4.0
+# The fused loss holds one chunk of fp32 logits (and their gradient) at a time.
+FUSED_LOGIT_BYTES = 8.0
+LIGER_CHUNK_TOKENS = 256
+# The share of a GPU's memory the fast path's selective checkpointing plans to fill.
+HEADROOM = 0.85
 # Allocator slack and CUDA workspaces (cuBLAS, attention) that do not grow with the model.
 WORKSPACE = 0.5 * GIB
 
@@ -156,9 +166,61 @@ class MemoryEstimate:
         )
 
 
-def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = "bf16") -> MemoryEstimate:
-    """Peak bytes per GPU for ``spec`` on ``n_gpus`` GPUs (data parallel, per-device batch)."""
+def _fast_pieces(spec: Any, model_config: Any) -> tuple[bool, bool]:
+    """(Liger's kernels, the fused loss) as the fast path would run them on a GPU with Liger."""
+    from hipbot.jobs.finetune.fast.plan import decide
+
+    get = (
+        model_config.get if isinstance(model_config, dict) else lambda k, d=None: getattr(model_config, k, d)
+    )
+    plan = decide(spec, str(get("model_type", "") or ""), on_gpu=True, liger_available=True)
+    return plan.liger, plan.fused_loss
+
+
+def estimate(
+    spec: Any,
+    model_config: Any,
+    n_gpus: int = 1,
+    *,
+    precision: str = "bf16",
+    gpu_gib: float | None = None,
+) -> MemoryEstimate:
+    """Peak bytes per GPU for ``spec`` on ``n_gpus`` GPUs (data parallel, per-device batch).
+
+    With gradient checkpointing on the fast path, ``gpu_gib`` (the GPU the job runs on) lets the
+    estimate checkpoint only the layers that GPU needs (``checkpointed_layers``); without it every
+    layer is checkpointed: the least memory the job can run in.
+    """
     shape = ModelShape.from_config(model_config)
+    liger, fused_loss = _fast_pieces(spec, model_config)
+    if not spec.use_gradient_checkpointing:
+        ckpt = 0
+    elif gpu_gib is None or not (liger or fused_loss):
+        ckpt = shape.layers
+    else:
+        ckpt = checkpointed_layers(spec, model_config, n_gpus, gpu_gib, precision=precision)
+    return _estimate(spec, shape, n_gpus, precision, ckpt, liger, fused_loss)
+
+
+def checkpointed_layers(
+    spec: Any, model_config: Any, n_gpus: int, gpu_gib: float, *, precision: str = "bf16"
+) -> int:
+    """The fewest decoder layers to checkpoint so that the job fits ``HEADROOM`` of ``gpu_gib``
+    (every layer when even that does not fit): recomputing a layer costs about a third of its step
+    time, so the fast path recomputes no more than the GPU's memory asks for."""
+    shape = ModelShape.from_config(model_config)
+    liger, fused_loss = _fast_pieces(spec, model_config)
+    budget = HEADROOM * gpu_gib * GIB
+    for ckpt in range(shape.layers + 1):
+        if _estimate(spec, shape, n_gpus, precision, ckpt, liger, fused_loss).total <= budget:
+            return ckpt
+    return shape.layers
+
+
+def _estimate(
+    spec: Any, shape: ModelShape, n_gpus: int, precision: str, ckpt: int, liger: bool, fused_loss: bool
+) -> MemoryEstimate:
+    """The estimate with ``ckpt`` of the layers checkpointed."""
     n = max(1, n_gpus)
     wbytes = 4 if precision == "fp32" else 2
     stage = spec.zero_stage if spec.deepspeed else 0
@@ -186,9 +248,10 @@ def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = 
         lora = state_bytes * trainable
 
     kv = shape.kv_heads * shape.head_dim
-    per_layer_token = (
-        ACT_PER_HIDDEN * shape.hidden + ACT_PER_INTERMEDIATE * shape.intermediate + ACT_PER_KV * kv
+    per_hidden, per_inter = (
+        (LIGER_PER_HIDDEN, LIGER_PER_INTERMEDIATE) if liger else (ACT_PER_HIDDEN, ACT_PER_INTERMEDIATE)
     )
+    per_layer_token = per_hidden * shape.hidden + per_inter * shape.intermediate + ACT_PER_KV * kv
     per_layer_token += 2 * spec.lora_rank * 2  # LoRA's rank-wide intermediates
     if stage == 3:
         # ZeRO-3 swaps nn.Linear's autograd for its own function, which saves every linear's input
@@ -196,11 +259,17 @@ def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = 
         per_layer_token += (
             ZERO3_INPUTS_PER_HIDDEN * shape.hidden + ZERO3_INPUTS_PER_INTERMEDIATE * shape.intermediate
         )
-    if spec.use_gradient_checkpointing:
-        activations = tokens * (shape.layers * 2 * shape.hidden + per_layer_token)
+    kept = shape.layers - ckpt
+    # a checkpointed layer keeps its input; the one being recomputed holds its whole activations
+    activations = tokens * (
+        kept * per_layer_token + ckpt * 2 * shape.hidden + (per_layer_token if ckpt else 0)
+    )
+    if fused_loss:
+        # labelled tokens only, a chunk at a time: the chunk's fp32 logits and the hidden states' gradient
+        chunk = LIGER_CHUNK_TOKENS if liger else CHUNK_TOKENS
+        logits = int(min(tokens, chunk) * shape.vocab * FUSED_LOGIT_BYTES + tokens * shape.hidden * 4)
     else:
-        activations = tokens * shape.layers * per_layer_token
-    logits = int(tokens * shape.vocab * LOGIT_BYTES)
+        logits = int(tokens * shape.vocab * LOGIT_BYTES)
     return MemoryEstimate(
         weights=int(weights),
         lora=int(lora),
@@ -211,6 +280,18 @@ def estimate(spec: Any, model_config: Any, n_gpus: int = 1, *, precision: str = 
         params=frozen,
         trainable=trainable,
     )
+
+
+def auto_deepspeed(spec: Any, model_config: Any, n_gpus: int, gpu_gib: float) -> str | None:
+    """``deepspeed: auto`` (or none named): no DeepSpeed on one GPU, ZeRO-2 across GPUs, and
+    ZeRO-3, then ZeRO-3 with CPU offload, only when the estimate does not fit ``gpu_gib``."""
+    if not gpu_gib:
+        return None  # CPU ranks train with plain DDP on gloo
+    for choice in ("z2" if n_gpus > 1 else None, "z3", "z3_offload"):
+        trial = spec.model_copy(update={"deepspeed": choice})
+        if estimate(trial, model_config, n_gpus, gpu_gib=gpu_gib).total <= HEADROOM * gpu_gib * GIB:
+            return choice
+    return "z3_offload"
 
 
 def fit_message(est: MemoryEstimate, largest_gib: float | None, spec: Any) -> str:

@@ -8,6 +8,7 @@ process group, so a cancel or a lost lease ends it and every rank it started.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -21,7 +22,9 @@ from typing import Any
 
 from hipbot.jobs.finetune.gpu import ROCM_ENV
 from hipbot.jobs.finetune.spec import JobSpec
-from hipbot.jobs.finetune.trainer import PROGRESS_FILE, RESULT_FILE, launch_argv
+from hipbot.jobs.finetune.trainer import JOB_FILE, PROGRESS_FILE, RESULT_FILE, launch_argv
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,6 +45,31 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             env[key] = os.environ[key]
     env.update(extra or {})
     return env
+
+
+def resolve_deepspeed(job_dir: Path, spec: JobSpec, n_procs: int) -> JobSpec:
+    """A job that names no DeepSpeed config gets ``memory.auto_deepspeed``'s choice for this
+    machine's GPUs, written into its job file so that every rank reads the same."""
+    if spec.deepspeed:
+        return spec
+    from hipbot.jobs.finetune.gpu import detect
+    from hipbot.jobs.finetune.memory import auto_deepspeed, load_model_config
+
+    info = detect()
+    try:
+        config = load_model_config(spec.model_name_or_path)
+    except (OSError, ValueError) as exc:
+        log.info("deepspeed: auto keeps none (no config.json to estimate from: %s)", exc)
+        return spec
+    chosen = auto_deepspeed(spec, config, max(1, n_procs), info.memory_gib)
+    if chosen is None:
+        return spec
+    log.info("deepspeed: auto chose %s for %d x %.0f GiB", chosen, max(1, n_procs), info.memory_gib)
+    path = job_dir / JOB_FILE
+    job = json.loads(path.read_text(encoding="utf-8"))
+    job["spec"]["deepspeed"] = chosen
+    path.write_text(json.dumps(job, indent=2), encoding="utf-8")
+    return spec.model_copy(update={"deepspeed": chosen})
 
 
 def _reader(stream: Any, out: queue.Queue[str | None]) -> None:
@@ -79,6 +107,7 @@ def run_child(
     preexec: Callable[[], None] | None = None,
 ) -> ChildResult:
     """Start the training child for ``job_dir`` and wait; ``should_stop`` returning a reason kills it."""
+    spec = resolve_deepspeed(job_dir, spec, n_procs)
     argv = launch_argv(job_dir, spec, n_procs, master_port=master_port)
     progress_path = job_dir / PROGRESS_FILE
     result_path = job_dir / RESULT_FILE

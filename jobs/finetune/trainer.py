@@ -401,6 +401,30 @@ def _model_and_data(
     return model, tokenizer, examples, collator
 
 
+def _selective_checkpointing(spec: JobSpec, model_config: dict[str, Any], world: int, gpu_gib: float) -> Any:
+    """A callback that, once transformers turned checkpointing on, leaves it on only for the
+    layers this GPU needs to recompute (``memory.checkpointed_layers``)."""
+    from transformers import TrainerCallback
+
+    from hipbot.jobs.finetune.fast.checkpoint import limit_checkpointing
+    from hipbot.jobs.finetune.memory import checkpointed_layers
+
+    layers = checkpointed_layers(spec, model_config, world, gpu_gib)
+
+    class SelectiveCheckpointing(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            done, total = limit_checkpointing(model, layers)
+            if _rank() == 0:
+                log.info(
+                    "gradient checkpointing: %d of %d layers recomputed (what %.0f GiB needs)",
+                    done,
+                    total,
+                    gpu_gib,
+                )
+
+    return SelectiveCheckpointing()
+
+
 def train(job_dir: Path | str) -> dict[str, Any]:
     """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
     import torch
@@ -421,9 +445,8 @@ def train(job_dir: Path | str) -> dict[str, Any]:
         precision = "fp32"
     rank, world = _rank(), _world()
     set_seed(spec.seed)
-    plan = decide(
-        spec, str(load_model_config(spec.model_name_or_path).get("model_type", "")), on_gpu=not use_cpu
-    )
+    model_config = load_model_config(spec.model_name_or_path)
+    plan = decide(spec, str(model_config.get("model_type", "")), on_gpu=not use_cpu)
     if rank == 0:
         log.info("%s", plan.describe())
     args = _training_arguments(spec, output_dir, precision, use_cpu, plan)
@@ -469,6 +492,8 @@ def train(job_dir: Path | str) -> dict[str, Any]:
                 fh.write(json.dumps(line) + "\n")
 
     callbacks: list[Any] = [Progress()]
+    if plan.active and spec.use_gradient_checkpointing and not use_cpu:
+        callbacks.append(_selective_checkpointing(spec, model_config, world, info.memory_gib))
     if spec.early_stopping_steps:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=spec.early_stopping_steps))
     trainer = _trainer_class(spec)(

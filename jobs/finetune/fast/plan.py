@@ -60,6 +60,10 @@ class FastPlan:
     attn_implementation: str | None = None  # None: transformers' default (SDPA)
     notes: tuple[str, ...] = ()
 
+    @property
+    def active(self) -> bool:
+        return self.liger or self.padding_free or self.fused_loss
+
     def describe(self) -> str:
         on = [
             name
