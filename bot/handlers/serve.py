@@ -44,7 +44,8 @@ def models(ctx: Context) -> Reply:
         fields.append(
             Field(
                 a.name,
-                f"base `{a.base_model}` · rank {a.rank} · {', '.join(a.target_modules)}\n"
+                f"base `{a.base_model}` · rank {a.rank} · {', '.join(a.target_modules)}"
+                f" · template {a.template_label}\n"
                 f"{where}" + (f" · job #{a.job_id}" if a.job_id else ""),
             )
         )
@@ -126,7 +127,7 @@ def publish(ctx: Context, adapter: str) -> Reply:
     require_owner_or_admin(ctx, entry.owner, f"adapter {entry.name}")
     results = publish_lib.publish(registry, entry.name)
     ctx.audit("publish", target=entry.name, servers=[r.server for r in results])
-    lines = [f"`{r.server}`: {r.action}" for r in results]
+    lines = [f"`{r.server}`: {r.action}" + (f"\n⚠️ {r.warning}" if r.warning else "") for r in results]
     return Reply(
         text=f"🚀 `{entry.name}` is live: chat with `/chat adapter:{entry.name}`",
         embeds=[Embed(title=f"Published {entry.name}", description="\n".join(lines), color=COLOR_OK)],
