@@ -3,6 +3,8 @@ that HIP has no counterpart)."""
 
 from __future__ import annotations
 
+import re
+
 from hipbot.agents.port.report import Cause
 
 # header (as hipify writes it, or the CUDA name it left) -> (library, ROCm package or None)
@@ -13,6 +15,7 @@ _LIBS: dict[str, tuple[str, str | None]] = {
     "hipfft": ("hipFFT", "hipfft-dev"),
     "rocfft": ("rocFFT", "rocfft-dev"),
     "hipcub": ("hipCUB", "hipcub-dev"),
+    "cub": ("hipCUB", "hipcub-dev"),
     "thrust": ("rocThrust", "rocthrust-dev"),
     "hipsolver": ("hipSOLVER", "hipsolver-dev"),
     "rocsolver": ("rocSOLVER", "rocsolver-dev"),
@@ -22,11 +25,16 @@ _LIBS: dict[str, tuple[str, str | None]] = {
     "nccl": ("RCCL", "rccl-dev"),
     "roctracer": ("roctracer (roctx)", "roctracer-dev"),
     "rocwmma": ("rocWMMA", "rocwmma-dev"),
+    "rocrand": ("rocRAND", "librocrand-dev"),
+    "hiprand": ("hipRAND", "libhiprand-dev"),
+    "rocsparse": ("rocSPARSE", "librocsparse-dev"),
+    "hipsparse": ("hipSPARSE", "libhipsparse-dev"),
+    "rocprim": ("rocPRIM", "librocprim-dev"),
     "rocm_smi": ("ROCm SMI", "rocm-smi-lib"),
     "hipsparselt": ("hipSPARSELt", "hipsparselt-dev"),
     "GL": ("OpenGL/GLUT (Mesa)", "freeglut3-dev libglew-dev"),
     "mpi.h": ("MPI", "libopenmpi-dev"),
-    "omp.h": ("OpenMP for clang", "libomp-dev"),
+    "omp.h": ("OpenMP for clang", "libomp-15-dev, the version of hipcc's clang"),
     "torch": ("PyTorch C++ extension headers", None),
     "pybind11": ("pybind11", "pybind11-dev"),
 }
@@ -45,6 +53,7 @@ _NO_HIP: dict[str, str] = {
     "nvshmem": "NVSHMEM (rocSHMEM is a separate library)",
     "optix": "OptiX",
     "nvtx3": "NVTX (roctx from roctracer)",
+    "cuda": "libcu++ (<cuda/...> headers)",
     "nvToolsExt.h": "NVTX (roctx from roctracer)",
     "helper_cuda.h": "cuda-samples' helper_cuda.h (not part of this project)",
     "helper_functions.h": "cuda-samples' helper_functions.h (not part of this project)",
@@ -57,15 +66,18 @@ _NO_HIP: dict[str, str] = {
 def header_cause(header: str) -> Cause | None:
     """The cause for a missing header, or None when it is not a library's."""
     low = header.lower()
-    first = header.split("/")[0]
-    stem = first.split(".")[0]
+
+    def hit(key: str) -> bool:
+        tail = "" if key == "npp" else "(?![a-z0-9])"  # nppi.h, npps.h, nppcore.h
+        return re.match(rf"{re.escape(key.lower())}{tail}", low) is not None
+
     for key, what in _NO_HIP.items():
-        if header == key or first == key or stem == key or low.startswith(key):
+        if hit(key):
             if key.startswith("helper_"):
                 return Cause("missing-header", f"needs {what}")
             return Cause("no-hip-equivalent", f"{what}: no HIP equivalent")
     for key, (lib, pkg) in _LIBS.items():
-        if header == key or first == key or stem == key or low.startswith(key.lower()):
+        if hit(key):
             hint = f" (apt install {pkg})" if pkg else ""
             return Cause("library", f"needs {lib}, which is not installed{hint}")
     if low.startswith(("cublas", "cufft", "curand", "cusparse", "cusolver", "cub/")):

@@ -17,7 +17,7 @@ from hipbot.agents.hipify.report import HipifyOptions
 from hipbot.agents.port import rocm as rocm_lib
 from hipbot.agents.port.compiler import CompileResult, CompileSettings, compile_unit, escaping_includes
 from hipbot.agents.port.report import Cause, Edit, PortReport, UnitReport, text_diff
-from hipbot.agents.port.rules import Fix, UnitState, classify, find_fixes
+from hipbot.agents.port.rules import Fix, UnitState, classify, find_fixes, inline_ptx
 from hipbot.agents.port.tree import check_dirs, read_text, write_text, write_tree
 from hipbot.agents.port.units import Unit, discover
 
@@ -49,28 +49,24 @@ class _Tree:
 
     def apply(self, fix: Fix, state: UnitState) -> Edit | None:
         """Apply one fix; the edit (diff, reason, doc) or None when it changed nothing."""
-        start = time.monotonic()
-        try:
-            if fix.add_args:
-                new = [a for a in fix.add_args if a not in state.args]
-                if not new:
-                    return None
-                state.args += new
-                return Edit("", fix.reason, fix.doc, "+ " + " ".join(new), fix.rule)
-            assert fix.file is not None and fix.edit is not None
-            path = self.root / fix.file
-            with self.lock:
-                for extra, content in fix.new_files:
-                    if not (self.root / extra).exists():
-                        write_text(self.root / extra, content)
-                before = read_text(path)
-                after = fix.edit(before)
-                if after == before:
-                    return None
-                write_text(path, after)
-            return Edit(str(fix.file), fix.reason, fix.doc, text_diff(str(fix.file), before, after), fix.rule)
-        finally:
-            self.port_seconds += time.monotonic() - start
+        if fix.add_args:
+            new = [a for a in fix.add_args if a not in state.args]
+            if not new:
+                return None
+            state.args += new
+            return Edit("", fix.reason, fix.doc, "+ " + " ".join(new), fix.rule)
+        assert fix.file is not None and fix.edit is not None
+        path = self.root / fix.file
+        with self.lock:
+            for extra, content in fix.new_files:
+                if not (self.root / extra).exists():
+                    write_text(self.root / extra, content)
+            before = read_text(path)
+            after = fix.edit(before)
+            if after == before:
+                return None
+            write_text(path, after)
+        return Edit(str(fix.file), fix.reason, fix.doc, text_diff(str(fix.file), before, after), fix.rule)
 
 
 def _unit_args(unit: Unit, out: Path, output: Path) -> list[str]:
@@ -81,54 +77,53 @@ def _unit_args(unit: Unit, out: Path, output: Path) -> list[str]:
     return args
 
 
-def _port_unit(
-    unit: Unit,
-    output: Path,
-    out: Path,
-    src: Path,
-    tree: _Tree,
-    options: PortOptions,
-    target: tuple[int, int],
-    model: ModelRepair | None,
-    files_by_name: dict[str, list[Path]],
-) -> tuple[UnitReport, float]:
-    settings = CompileSettings(options.arch, options.timeout, options.build)
-    rel_out = output.relative_to(out)
-    state = UnitState(out, rel_out, _unit_args(unit, out, output), target, files_by_name)
-    rep = UnitReport(str(unit.source), str(rel_out))
-    hipcc = 0.0
-    result = compile_unit(rel_out, out, state.args, settings)
-    hipcc += result.seconds
-    stage = "translation"
-    rounds = 0
-    while not result.ok and result.error is None and options.rules and rounds < options.max_rounds:
+@dataclass
+class _Job:
+    """One unit on its way through the stages."""
+
+    state: UnitState
+    rep: UnitReport
+    settings: CompileSettings
+    result: CompileResult | None = None
+    hipcc: float = 0.0
+
+    def compile(self) -> CompileResult:
+        self.result = compile_unit(self.state.source, self.state.root, self.state.args, self.settings)
+        self.hipcc += self.result.seconds
+        return self.result
+
+
+def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | None) -> None:
+    """Rounds of rules while one fixes something, then the model; the unit's final status and cause."""
+    result, rep, state = job.result, job.rep, job.state
+    assert result is not None
+    while not result.ok and result.error is None and options.rules and rep.rounds < options.max_rounds:
         start = time.monotonic()
         edits = [e for fix in find_fixes(result.errors, state) if (e := tree.apply(fix, state))]
         tree.port_seconds += time.monotonic() - start
         if not edits:
             break
-        rounds += 1
+        rep.rounds += 1
         rep.edits += edits
-        stage = "rules"
-        result = compile_unit(rel_out, out, state.args, settings)
-        hipcc += result.seconds
+        rep.stage = "rules"
+        result = job.compile()
     if not result.ok and result.error is None and model is not None:
         outcome = model(state, result)
         if outcome is not None:
             edits, result = outcome
+            job.hipcc += result.seconds
             rep.edits += edits
-            stage = "model"
-            hipcc += result.seconds
-    rep.rounds = rounds
-    rep.stage = stage
+            rep.stage = "model"
     rep.command = result.command
     rep.cwd = result.cwd
-    if result.ok:
+    ptx = None if options.build else inline_ptx(state)
+    if result.ok and ptx is None:
         rep.status = "compiled"
+    elif result.ok:
+        rep.cause = ptx  # -fsyntax-only passed, the build would not: PTX is not assembled for AMD
     else:
         rep.cause = classify(result, state)
         rep.errors = [f"{d.file}:{d.line}:{d.col}: {d.message}" for d in result.errors[:5]]
-    return rep, hipcc
 
 
 def port(src: Path, out: Path, options: PortOptions, model: ModelRepair | None = None) -> PortReport:
@@ -151,30 +146,35 @@ def port(src: Path, out: Path, options: PortOptions, model: ModelRepair | None =
     escaping = escaping_includes(out_root, [p for p in all_files if p.suffix not in (".txt", ".md")])
     tree = _Tree(out_root)
     prep = time.monotonic() - t0
-    jobs = options.jobs or os.cpu_count() or 1
+    workers = options.jobs or os.cpu_count() or 1
     work = []
     for unit in units:
         output = tree_result.outputs.get((src_root / unit.source).resolve())
         if output is None:
             continue
         work.append((unit, output))
-    hipcc_total = 0.0
     if escaping:
         for unit, output in work:
             rep = UnitReport(str(unit.source), str(output.relative_to(out_root)))
             rep.cause = Cause("refused", "refused before compiling: " + "; ".join(escaping[:3]))
             report.units.append(rep)
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [
-                pool.submit(_port_unit, u, o, out_root, src_root, tree, options, target, model, files_by_name)
-                for u, o in work
-            ]
-            for fut in futures:
-                rep, seconds = fut.result()
-                hipcc_total += seconds
-                report.units.append(rep)
+        work = []
+    settings = CompileSettings(options.arch, options.timeout, options.build)
+    jobs = [
+        _Job(
+            UnitState(out_root, o.relative_to(out_root), _unit_args(u, out_root, o), target, files_by_name),
+            UnitReport(str(u.source), str(o.relative_to(out_root))),
+            settings,
+        )
+        for u, o in work
+    ]
+    # every unit is compiled as translated before any rule edits a shared header, so the
+    # "after translation" figure is what hipify alone gives
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_Job.compile, jobs))
+        list(pool.map(lambda j: _repair(j, tree, options, model), jobs))
+    report.units += [j.rep for j in jobs]
     report.seconds_port = prep + tree.port_seconds
-    report.seconds_hipcc = hipcc_total
+    report.seconds_hipcc = sum(j.hipcc for j in jobs)
     log.info("port of %s: %s", src, report.summary())
     return report

@@ -8,7 +8,7 @@ Shims (each only for targets older than the release that added the real thing):
   ignored, as ROCm 6.2's own versions do for full masks; partial masks are flagged by the lints.
 - ROCm < 6.1: cooperative groups ``reduce`` with ``plus``/``less``/``greater``/``bit_and``/
   ``bit_or``/``bit_xor`` over a tile's ``shfl_xor`` (``cooperative_groups/reduce.h``).
-- ROCm < 6.0: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
+- ROCm < 5.4: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
 """
 
 from __future__ import annotations
@@ -139,8 +139,8 @@ template <typename G, typename T, typename Op> __device__ inline T reduce(const 
 #endif
 """
 _DRV = """\
-#if HIP_VERSION < 60000000
-// ROCm < 6.0 has no hipDrvGetErrorString/Name: the runtime's strings are the same table.
+#if HIP_VERSION < 50400000
+// ROCm < 5.4 has no hipDrvGetErrorString/Name: the runtime's strings are the same table.
 inline hipError_t hipDrvGetErrorString(hipError_t e, const char** s) { *s = hipGetErrorString(e); return hipSuccess; }
 inline hipError_t hipDrvGetErrorName(hipError_t e, const char** s) { *s = hipGetErrorName(e); return hipSuccess; }
 #endif

@@ -96,8 +96,8 @@ def rule_rocm_shim(diag: Diag, state: UnitState) -> Fix | None:
     name = next(g for g in m.groups() if g)
     if name in rocm.WARP_SYNC and state.rocm < (6, 2):
         return _shim_fix(state, diag, name, "the *_sync warp functions came with ROCm 6.2", rocm.DOC_WARP)
-    if name in rocm.DRV_ERRORS and state.rocm < (6, 0):
-        return _shim_fix(state, diag, name, "came with ROCm 6.0", rocm.DOC_DRV)
+    if name in rocm.DRV_ERRORS and state.rocm < (5, 4):
+        return _shim_fix(state, diag, name, "came with ROCm 5.4", rocm.DOC_DRV)
     if name in rocm.CG_REDUCE and m.group(3) in ("cooperative_groups", "cg") and state.rocm < (6, 1):
         return _shim_fix(state, diag, f"cooperative_groups::{name}", "came with ROCm 6.1", rocm.DOC_CG)
     return None
@@ -202,14 +202,160 @@ _OMP = re.compile(r"'(omp_[a-z_]+)'")
 
 
 def rule_openmp(diag: Diag, state: UnitState) -> Fix | None:
-    if "'omp.h' file not found" in diag.message or (
-        "undeclared identifier" in diag.message and _OMP.search(diag.message)
-    ):
+    """OpenMP host code: ``-fopenmp`` first; when ``omp_*`` is still undeclared, the file guards
+    ``<omp.h>`` with ``#ifdef _OPENMP``, which hipcc's device pass does not define: the include is
+    made unconditional (its declarations are plain C, harmless on the device side)."""
+    missing = "'omp.h' file not found" in diag.message
+    if not missing and not ("undeclared identifier" in diag.message and _OMP.search(diag.message)):
+        return None
+    if "-fopenmp" not in state.args:
         return Fix("openmp", "OpenMP host code: hipcc needs -fopenmp", DOC_OPENMP, add_args=("-fopenmp",))
-    return None
+    file = Path(diag.file)
+    if missing or file.is_absolute() or not (state.root / file).is_file():
+        return None
+    return Fix(
+        "openmp",
+        "hipcc's device pass does not define _OPENMP: <omp.h> is included whatever the guard says",
+        DOC_OPENMP,
+        file,
+        lambda text: _insert_after_hip_include(text, "#include <omp.h>  // hipbot port: both compile passes"),
+    )
 
 
-RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (rule_rocm_shim, rule_header, rule_openmp)
+# HIP functions whose CUDA counterparts also have C++ template overloads taking T** (cuda_runtime.h);
+# HIP has the void** form only, so a typed pointer's address needs the cast CUDA's template did
+VOID_PP_FIRST = (
+    "hipHostAlloc",
+    "hipMallocHost",
+    "hipHostMalloc",
+    "hipMallocManaged",
+    "hipMalloc",
+    "hipMallocPitch",
+    "hipMallocAsync",
+    "hipMallocFromPoolAsync",
+    "hipMalloc3D",
+)
+DOC_OVERLOADS = "HIP/docs/reference (hip_runtime_api.h: hipHostAlloc(void**, size_t, unsigned int) & co.)"
+
+
+def _cast_first_argument(text: str, line_no: int, name: str) -> str:
+    lines = text.split("\n")
+    if not 0 < line_no <= len(lines):
+        return text
+    line = lines[line_no - 1]
+    m = re.search(rf"\b{re.escape(name)}\s*\(\s*", line)
+    if m is None or line[m.end() :].startswith("(void**)"):
+        return text
+    lines[line_no - 1] = line[: m.end()] + "(void**)" + line[m.end() :]
+    return "\n".join(lines)
+
+
+def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
+    m = re.match(r"no matching function for call to '(\w+)'", diag.message)
+    if not m or m.group(1) not in VOID_PP_FIRST:
+        return None
+    name, file = m.group(1), Path(diag.file)
+    if file.is_absolute() or not (state.root / file).is_file():
+        return None
+    return Fix(
+        "overload",
+        f"{name} takes void** in HIP (CUDA's C++ overload took any T**): the pointer's address is cast",
+        DOC_OVERLOADS,
+        file,
+        lambda text, line=diag.line: _cast_first_argument(text, line, name),
+    )
+
+
+_NEWER_STD = re.compile(r"(?:is|are) a C\+\+(1[47]|17|20) extension")
+DOC_STD = "CUDA 11+ nvcc compiles C++17 by default; hipcc of ROCm 5 defaults to an older dialect"
+
+
+def rule_std(diag: Diag, state: UnitState) -> Fix | None:
+    """nvcc's default dialect is C++17 (CUDA 11+): code relying on it gets -std=c++17."""
+    m = _NEWER_STD.search(diag.message)
+    if not m or any(a.startswith(("-std=", "--std")) for a in state.args):
+        return None
+    std = "c++20" if m.group(1) == "20" else "c++17"
+    return Fix(
+        "std",
+        f"the code uses {m.group(0).split()[-2]} features: -std={std}",
+        DOC_STD,
+        add_args=(f"-std={std}",),
+    )
+
+
+# cudaDeviceProp fields ROCm 5 lacks, with what says the same thing there
+PROP_FIELDS = {
+    "sharedMemPerMultiprocessor": ("{obj}maxSharedMemoryPerMultiProcessor", "HIP's name for the same figure"),
+    "deviceOverlap": ("1", "every GPU ROCm supports copies memory while running kernels"),
+    "unifiedAddressing": ("1", "ROCm always has unified virtual addressing on 64-bit Linux"),
+    "sharedMemPerBlockOptin": (
+        "{obj}sharedMemPerBlock",
+        "AMD GPUs have no opt-in shared memory: the block limit is all of it",
+    ),
+}
+
+
+def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
+    m = _NO_MEMBER.search(diag.message)
+    if not m or m.group(2) not in ("hipDeviceProp_t",) or m.group(1) not in PROP_FIELDS:
+        return None
+    name, file = m.group(1), Path(diag.file)
+    if file.is_absolute() or not (state.root / file).is_file():
+        return None
+    template, why = PROP_FIELDS[name]
+
+    def edit(text: str, line_no: int = diag.line) -> str:
+        lines = text.split("\n")
+        if not 0 < line_no <= len(lines):
+            return text
+        pat = re.compile(rf"((?:[A-Za-z_]\w*(?:\[[^\]]*\])?(?:\.|->))+){name}\b")
+        line = lines[line_no - 1]
+        if template.startswith("{obj}"):
+            line = pat.sub(lambda mm: template.format(obj=mm.group(1)), line, count=1)
+        else:
+            line = pat.sub(f"{template} /* {name}: {why} */", line, count=1)
+        lines[line_no - 1] = line
+        return "\n".join(lines)
+
+    return Fix(
+        "device-prop",
+        f"hipDeviceProp_t has no {name} in ROCm {state.rocm[0]}.{state.rocm[1]}: {why}",
+        DOC_PROPS,
+        file,
+        edit,
+    )
+
+
+def rule_hip_first(diag: Diag, state: UnitState) -> Fix | None:
+    """An error inside HIP's own headers, with the unit defining macros before including them
+    (``#define T 256`` breaks a template parameter named T): nvcc includes cuda_runtime.h before
+    the first line, so the HIP header goes first too."""
+    if not (diag.file.startswith("/") and "/hip/" in diag.file):
+        return None
+    path = state.root / state.source
+    text = read_text(path)
+    m = re.search(r"^[ \t]*#[ \t]*include[ \t]*<hip/hip_runtime\.h>[^\n]*\n", text, re.M)
+    if m is None or not re.search(r"^[ \t]*#[ \t]*define\b", text[: m.start()], re.M):
+        return None
+    return Fix(
+        "hip-first",
+        "macros defined before <hip/hip_runtime.h> break HIP's headers; nvcc includes cuda_runtime.h before the source, so it goes first",
+        "CUDA Programming Guide (nvcc's implicit cuda_runtime.h); HIP/docs/how-to/hip_porting_guide.rst",
+        state.source,
+        lambda t: "#include <hip/hip_runtime.h>\n" + t.replace(m.group(0), "", 1),
+    )
+
+
+RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
+    rule_rocm_shim,
+    rule_header,
+    rule_openmp,
+    rule_overload,
+    rule_std,
+    rule_device_prop,
+    rule_hip_first,
+)
 
 
 def find_fixes(errors: list[Diag], state: UnitState) -> list[Fix]:
@@ -251,6 +397,35 @@ def _unsupported_cuda(name: str) -> str | None:
     return None
 
 
+_PTX_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"([^\"]*)")
+_PTX_WORD = re.compile(
+    r"%%|\.(?:[subf]\d+|b\d+|pred|global|shared|sync|aligned)\b|\b(?:mov|ld|st|mma|cp|shfl|bar|red|atom)\."
+)
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def inline_ptx(state: UnitState, limit: int = 40) -> Cause | None:
+    """PTX in ``asm()`` in the unit or the project headers it includes: ``-fsyntax-only`` does not
+    assemble it, so it would pass the check and fail the build."""
+    todo, seen = [state.source], set()
+    while todo and len(seen) < limit:
+        rel = todo.pop()
+        path = state.root / rel
+        if rel in seen or not path.is_file():
+            continue
+        seen.add(rel)
+        text = read_text(path)
+        for m in _PTX_ASM.finditer(text):
+            if _PTX_WORD.search(m.group(1)):
+                line = text.count("\n", 0, m.start()) + 1
+                return Cause("inline-ptx", f"inline PTX at {rel}:{line}: rewrite it with HIP/clang builtins")
+        for name in _QUOTED_INCLUDE.findall(text):
+            target = Path(os.path.normpath(path.parent / name))
+            if target.is_relative_to(state.root):
+                todo.append(target.relative_to(state.root))
+    return None
+
+
 def classify(result: CompileResult, state: UnitState) -> Cause:
     """Why a unit still fails, for a person."""
     if result.error:
@@ -271,6 +446,26 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         ):
             return Cause(
                 "inline-ptx", f"inline PTX at {diag.file}:{diag.line}: rewrite it with HIP/clang builtins"
+            )
+        if re.search(r"no template named '(surface|texture)'", diag.message):
+            return Cause(
+                "no-hip-equivalent",
+                f"legacy texture/surface references at {diag.file}:{diag.line}: rewrite with texture/surface objects",
+            )
+        if "reference to __global__ function" in diag.message:
+            return Cause(
+                "no-hip-equivalent",
+                f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",
+            )
+    for diag in errors:
+        m = re.search(
+            r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
+            diag.message,
+        )
+        if m:
+            return Cause(
+                "not-valid-cuda",
+                f"the source is unfinished ('{m.group(1) or m.group(2)}' placeholder at {diag.file}:{diag.line}); nvcc refuses it too",
             )
     for diag in errors:
         m = _UNDECLARED.search(diag.message)

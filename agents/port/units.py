@@ -105,6 +105,14 @@ def _cmake_file(
             continue
         if name == "set" and len(args) >= 1:
             variables[args[0]] = [a for a in args[1:] if a not in ("CACHE", "STRING", "PATH", "FORCE")]
+            if (
+                args[0] in ("CMAKE_CUDA_STANDARD", "CMAKE_CXX_STANDARD")
+                and len(args) > 1
+                and args[1].isdigit()
+            ):
+                scope.options = [o for o in scope.options if not o.startswith("-std=")]
+                if args[0] == "CMAKE_CUDA_STANDARD" or not any(o.startswith("-std=") for o in parent.options):
+                    scope.options.append(f"-std=c++{args[1]}")
         elif name == "list" and len(args) >= 3 and args[0] == "APPEND":
             variables.setdefault(args[1], []).extend(args[2:])
         elif name == "file" and len(args) >= 3 and args[0] in ("GLOB", "GLOB_RECURSE"):
@@ -149,6 +157,7 @@ def _cmake_file(
                 for d in scope.include_dirs:
                     unit.add_dir(d)
                 unit.defines += [d for d in scope.defines if d not in unit.defines]
+                unit.options += [o for o in scope.options if o not in unit.options]
                 targets.setdefault(args[0], []).append(unit)
         elif name == "foreach" and len(args) >= 2:
             variables[args[0]] = [a for a in args[1:] if a not in ("IN", "LISTS", "ITEMS")]

@@ -75,7 +75,7 @@ def test_shell_script_and_flag_notes() -> None:
 def test_units_from_build_files(tmp_path: Path) -> None:
     (tmp_path / "cm" / "inc").mkdir(parents=True)
     (tmp_path / "cm" / "CMakeLists.txt").write_text(
-        "project(x LANGUAGES CUDA)\ninclude_directories(inc)\nadd_definitions(-DUSE_X)\n"
+        "project(x LANGUAGES CUDA)\nset(CMAKE_CUDA_STANDARD 17)\ninclude_directories(inc)\nadd_definitions(-DUSE_X)\n"
         "set(SRCS a.cu b.cu)\nadd_executable(app ${SRCS})\ntarget_compile_definitions(app PRIVATE N=4)\n"
     )
     for name in ("a.cu", "b.cu", "unused.cu"):
@@ -91,6 +91,8 @@ def test_units_from_build_files(tmp_path: Path) -> None:
     units = {str(u.source): u for u in discover(tmp_path)}
     assert set(units) == {"cm/a.cu", "cm/b.cu", "mk/main.cu", "loose/solo.cu"}
     a = units["cm/a.cu"]
-    assert a.include_dirs == [Path("cm/inc")] and a.defines == ["USE_X", "N=4"]
+    assert (
+        a.include_dirs == [Path("cm/inc")] and a.defines == ["USE_X", "N=4"] and a.options == ["-std=c++17"]
+    )
     m = units["mk/main.cu"]
     assert m.include_dirs == [Path("mk/common")] and "FAST" in m.defines and "-fopenmp" in m.options

@@ -1,0 +1,168 @@
+"""``hipbot port`` with the real hipcc (ROCm 5.2 here, target gfx90a) on a small project with CMake,
+a Makefile and a shell script: each repair rule has a unit that fails after translation alone
+(the port with rules off) and compiles after the rules; units no rule can fix name their cause."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hipbot.agents.port.pipeline import PortOptions, port
+from hipbot.agents.port.report import PortReport
+from hipbot.cli import main
+
+pytestmark = pytest.mark.hipcc
+
+KERNEL_HEAD = "#include <cuda_runtime.h>\n"
+FILES = {
+    "CMakeLists.txt": (
+        "cmake_minimum_required(VERSION 3.18)\nproject(demo LANGUAGES CXX CUDA)\n"
+        "set(CMAKE_CUDA_ARCHITECTURES 80)\nadd_executable(warp warp.cu)\nadd_executable(cgred cgred.cu)\n"
+        "add_executable(hdr hdr.cu)\nadd_executable(omp omp.cu)\nadd_executable(drv drv.cu)\n"
+        "add_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
+        "target_link_libraries(blas CUDA::cublas)\n"
+    ),
+    "warp.cu": KERNEL_HEAD
+    + "__global__ void sum(float* x) {\n  float v = x[threadIdx.x];\n"
+    + "  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffff, v, o);\n"
+    + "  if (__all_sync(0xffffffff, v > 0)) x[0] = v;\n}\n",
+    "cgred.cu": KERNEL_HEAD
+    + "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
+    + "namespace cg = cooperative_groups;\n"
+    + "__global__ void k(int* x) {\n  auto t = cg::tiled_partition<32>(cg::this_thread_block());\n"
+    + "  x[0] = cg::reduce(t, x[threadIdx.x], cg::plus<int>());\n}\n",
+    "hdr.cu": KERNEL_HEAD + "#include <device_launch_parameters.h>\n#include <sm_61_intrinsics.h>\n"
+    "__global__ void k(int* x) { x[threadIdx.x] = blockIdx.x; }\n",
+    "omp.cu": KERNEL_HEAD
+    + "#ifdef _OPENMP\n#include <omp.h>\n#endif\n__global__ void k(int* x) { x[0] = 1; }\n"
+    + "int threads() { return omp_get_max_threads(); }\n",
+    "props.cu": KERNEL_HEAD
+    + "int f() {\n  cudaDeviceProp p;\n  cudaGetDeviceProperties(&p, 0);\n"
+    + "  return p.deviceOverlap + (int)p.sharedMemPerMultiprocessor;\n}\n",
+    "macros.cu": "#define T 256\n#define N 4\n#include <assert.h>\n__global__ void k(float* x) { x[0] = T * N; }\n",
+    "std.cu": KERNEL_HEAD + "auto twice(int v) { return 2 * v; }\n",
+    "alloc.cu": KERNEL_HEAD
+    + "void f(float** out) {\n  float* a;\n  cudaHostAlloc((float**)&a, 64, cudaHostAllocMapped);\n  *out = a;\n}\n",
+    "drv.cu": "#include <cuda.h>\nconst char* text(CUresult r) {\n  const char* s;\n"
+    "  cuGetErrorString(r, &s);\n  return s;\n}\n",
+    "blas.cu": KERNEL_HEAD + "#include <cublas_v2.h>\nvoid f() { cublasHandle_t h; cublasCreate(&h); }\n",
+    "ptx.cu": KERNEL_HEAD + "__global__ void lane(unsigned* out) {\n  unsigned id;\n"
+    '  asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));\n  out[threadIdx.x] = id;\n}\n',
+    "newapi.cu": KERNEL_HEAD
+    + "void f(cudaGraph_t g, cudaGraphNode_t* n, cudaGraphNodeParams* p) {\n"
+    + "  cudaGraphAddNode(n, g, nullptr, 0, p);\n}\n",
+    "tools/Makefile": "all:\n\tnvcc -arch=sm_70 app.cu -o app\n",
+    "tools/app.cu": KERNEL_HEAD
+    + '#include "helpers.cuh"\n__global__ void k(float* x) { x[0] = twice(x[0]); }\n',
+    "common/helpers.cuh": "#pragma once\n__device__ inline float twice(float v) { return 2 * v; }\n",
+    "mpi/build.sh": "#!/bin/sh\nnvcc -O2 ring.cu -o ring\n",
+    "mpi/ring.cu": KERNEL_HEAD
+    + "#include <mpi.h>\nint rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }\n",
+}
+FIXED_BY_RULES = {
+    "warp.cu": "rocm-shim",
+    "cgred.cu": "rocm-shim",
+    "hdr.cu": "cuda-header",
+    "omp.cu": "openmp",
+    "alloc.cu": "overload",
+    "std.cu": "std",
+    "props.cu": "device-prop",
+    "macros.cu": "hip-first",
+    "drv.cu": "rocm-shim",
+    "tools/app.cu": "own-header",
+    "mpi/ring.cu": "mpi",
+}
+
+
+def write_project(root: Path) -> Path:
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ports(tmp_path_factory: pytest.TempPathFactory) -> tuple[PortReport, PortReport]:
+    base = tmp_path_factory.mktemp("port")
+    src = write_project(base / "src")
+    plain = port(src, base / "plain", PortOptions(rocm="5.2", rules=False, jobs=2))
+    fixed = port(src, base / "out", PortOptions(rocm="5.2", jobs=2))
+    return plain, fixed
+
+
+def _unit(report: PortReport, source: str):
+    return next(u for u in report.units if u.source == source)
+
+
+@pytest.mark.parametrize("source", sorted(FIXED_BY_RULES))
+def test_rule_fails_before_and_compiles_after(ports: tuple[PortReport, PortReport], source: str) -> None:
+    plain, fixed = ports
+    assert _unit(plain, source).status == "failed"
+    unit = _unit(fixed, source)
+    assert unit.status == "compiled", unit.errors
+    assert unit.stage == "rules"
+    assert FIXED_BY_RULES[source] in {e.rule for e in unit.edits}
+    assert all(e.reason and e.doc and e.diff for e in unit.edits)
+
+
+def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> None:
+    _, fixed = ports
+    blas = _unit(fixed, "blas.cu")
+    assert blas.status == "failed" and blas.cause.kind == "library"
+    assert "needs hipBLAS, which is not installed" in blas.cause.text
+    ptx = _unit(fixed, "ptx.cu")
+    assert ptx.cause.kind == "inline-ptx" and "ptx.hip:4" in ptx.cause.text
+    newapi = _unit(fixed, "newapi.cu")
+    assert newapi.cause.kind == "rocm-version"
+    assert "hipGraphNodeParams needs ROCm 6.1 (target 5.2" in newapi.cause.text
+
+
+def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
+    plain, fixed = ports
+    s = fixed.summary()
+    assert s["units"] == 14 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 11 and s["failed"] == 3
+    assert plain.summary()["compiled_after_rules"] == 0
+    out = Path(fixed.out)
+    cmake = (out / "CMakeLists.txt").read_text()
+    assert "LANGUAGES CXX HIP" in cmake and "add_executable(warp warp.hip)" in cmake
+    assert "CMAKE_HIP_ARCHITECTURES gfx90a" in cmake and "roc::hipblas" in cmake
+    assert (out / "tools" / "Makefile").read_text() == "all:\n\thipcc --offload-arch=gfx90a app.hip -o app\n"
+    assert (out / "hip_compat.h").is_file()
+    warp = _unit(fixed, "warp.cu")
+    assert warp.cwd == str(out.resolve()) and warp.command[-1] == "warp.hip"
+
+
+def test_escaping_include_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "leak.cu").write_text('#include "../../../../etc/hostname"\n__global__ void k() {}\n')
+    report = port(src, tmp_path / "out", PortOptions(rocm="5.2"))
+    unit = report.units[0]
+    assert unit.status == "failed" and unit.cause.kind == "refused"
+    assert "outside the project" in unit.cause.text and unit.command == []
+
+
+def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(Path(__file__), src / "not_cuda.py")
+    (src / "ok.cu").write_text(
+        KERNEL_HEAD + "__global__ void k(int* x) { x[0] = __shfl_xor_sync(0xffffffff, 1, 1); }\n"
+    )
+    code = main(["port", str(src), "-o", str(tmp_path / "out"), "--rocm", "5.2", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    (unit,) = data["units"]
+    assert set(unit) >= {"source", "output", "status", "stage", "cause", "command", "cwd", "edits"}
+    assert unit["source"] == "ok.cu" and unit["output"] == "ok.hip" and unit["status"] == "compiled"
+    assert unit["command"][1:3] == ["--offload-arch=gfx90a", "-fsyntax-only"]
+    assert data["summary"]["compiled_after_rules"] == 1 and data["summary"]["rocm"] == "5.2"
+    assert main(["port", str(src), "-o", str(tmp_path / "out")]) == 1
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["port", str(src), "-o", str(tmp_path / "o2"), "--rocm", "five"]) == 1
+    assert "not a ROCm version" in capsys.readouterr().err and not (tmp_path / "o2").exists()
