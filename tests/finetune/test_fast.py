@@ -1,0 +1,196 @@
+"""The fast path computes what the plain path computes: each piece that runs on a CPU, checked
+against transformers' own, and whole training runs compared loss by loss on a tiny Llama.
+(Liger's Triton kernels need a GPU: bench/bench_finetune.py compares their losses on the device.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures_finetune import job_yaml, tiny_model_dir, write_datasets
+
+from hipbot.jobs.finetune.fast import attention, loss
+from hipbot.jobs.finetune.fast.checkpoint import limit_checkpointing
+from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, FlatCollator, PaddedCollator, neat_pack
+from hipbot.jobs.finetune.fast.plan import decide
+from hipbot.jobs.finetune.memory import auto_deepspeed, checkpointed_layers, estimate
+from hipbot.jobs.finetune.spec import parse_spec
+from hipbot.jobs.finetune.trainer import read_progress, train, write_job
+
+LLAMA_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+}
+
+
+def _spec(**extra: object):
+    base = {
+        "model_name_or_path": "/nowhere",
+        "stage": "sft",
+        "finetuning_type": "lora",
+        "dataset": "a",
+        "template": "llama3",
+        "lora_target": "q_proj,v_proj",
+        "lora_rank": 8,
+        "per_device_train_batch_size": 4,
+        "cutoff_len": 1024,
+        "bf16": True,
+    }
+    return parse_spec({**base, **extra})
+
+
+def test_varlen_attention_keeps_each_example_to_itself() -> None:
+    gen = torch.Generator().manual_seed(1)
+    lengths = [5, 9, 3]
+    q = torch.randn(1, 4, sum(lengths), 8, generator=gen)
+    k = torch.randn(1, 2, sum(lengths), 8, generator=gen)
+    v = torch.randn(1, 2, sum(lengths), 8, generator=gen)
+    cu = torch.tensor([0, 5, 14, 17], dtype=torch.int32)
+    module = torch.nn.Module()
+    out, _ = attention.varlen_attention(
+        module, q, k, v, None, scaling=8**-0.5, cu_seq_lens_q=cu, max_length_q=9
+    )
+    expected = []
+    for start, end in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True):
+        piece = torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, start:end], k[:, :, start:end], v[:, :, start:end], is_causal=True, enable_gqa=True
+        )
+        expected.append(piece.transpose(1, 2))
+    assert out.shape == (1, 17, 4, 8)
+    torch.testing.assert_close(out, torch.cat(expected, dim=1))
+
+
+def test_fused_loss_matches_cross_entropy_and_its_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loss, "CHUNK_TOKENS", 7)  # several chunks, the last one short
+    gen = torch.Generator().manual_seed(2)
+    hidden = torch.randn(30, 16, generator=gen, requires_grad=True)
+    weight = torch.randn(50, 16, generator=gen)
+    target = torch.randint(0, 50, (30,), generator=gen)
+    target[3] = IGNORE_INDEX
+    fused = loss.linear_cross_entropy_sum(hidden, weight, target)
+    (grad,) = torch.autograd.grad(fused, hidden)
+    plain = torch.nn.functional.cross_entropy(hidden @ weight.T, target, reduction="sum")
+    (plain_grad,) = torch.autograd.grad(plain, hidden)
+    torch.testing.assert_close(fused, plain)
+    torch.testing.assert_close(grad, plain_grad)
+
+
+def test_padding_free_batch_gives_the_padded_batch_loss() -> None:
+    from transformers import AutoModelForCausalLM
+
+    attention.register()
+    model_dir = tiny_model_dir()
+    padded_model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    fast_model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=torch.float32, attn_implementation=attention.ATTN_IMPLEMENTATION
+    )
+    loss.install(fast_model, liger=False)
+    gen = torch.Generator().manual_seed(3)
+    examples = []
+    for n in (11, 4, 17):
+        ids = torch.randint(5, 1000, (n,), generator=gen).tolist()
+        examples.append({"input_ids": ids, "labels": [IGNORE_INDEX] * 2 + ids[2:]})
+    reference = padded_model(**PaddedCollator(0)(examples)).loss
+    flat = FlatCollator()
+    assert fast_model(**flat(examples)).loss.item() == pytest.approx(reference.item(), rel=1e-5)
+    # neat packing: two rows of packed examples, attention kept inside each example
+    packed = neat_pack(examples, 20)
+    assert [row["seq_lens"] for row in packed] == [[17], [11, 4]]
+    assert fast_model(**flat(packed)).loss.item() == pytest.approx(reference.item(), rel=1e-5)
+    assert flat.tokens == 2 * 32
+
+
+def test_fast_training_follows_the_plain_loss_curve(tmp_path: Path) -> None:
+    data = write_datasets(tmp_path / "data")
+    runs = {}
+    for name, fast in (("plain", False), ("fast", True)):
+        spec = parse_spec(
+            job_yaml(
+                tiny_model_dir(),
+                data,
+                tmp_path / f"out-{name}",
+                dataset="alpaca_demo,sharegpt_demo",
+                max_steps=4,
+                save_steps=100,
+                hipbot_fast=fast,
+            )
+        )
+        job_dir = write_job(tmp_path / f"job-{name}", spec, device="cpu")
+        train(job_dir)
+        runs[name] = read_progress(job_dir)
+    assert [r["loss"] for r in runs["fast"]] == pytest.approx([r["loss"] for r in runs["plain"]], rel=1e-4)
+    assert [r["grad_norm"] for r in runs["fast"]] == pytest.approx(
+        [r["grad_norm"] for r in runs["plain"]], rel=1e-3
+    )
+    # the same real tokens: the padded path counts its attention mask, the flat path its rows
+    assert [r["tokens"] for r in runs["fast"]] == [r["tokens"] for r in runs["plain"]]
+    assert (tmp_path / "out-fast" / "adapter_model.safetensors").is_file()
+
+
+def test_plan_honours_the_switches() -> None:
+    on = decide(_spec(), "llama", on_gpu=True, liger_available=True)
+    assert on.liger and on.padding_free and on.fused_loss and on.optim == "adamw_torch_fused"
+    assert on.attn_implementation == attention.ATTN_IMPLEMENTATION
+    off = decide(_spec(hipbot_fast=False), "llama", on_gpu=True, liger_available=True)
+    assert not off.active and off.attn_implementation is None and "hipbot_fast: false" in off.describe()
+    liger_only = decide(
+        _spec(hipbot_fast=False, enable_liger_kernel=True), "qwen2", on_gpu=True, liger_available=True
+    )
+    assert liger_only.liger and liger_only.fused_loss and not liger_only.padding_free
+    other = decide(_spec(), "phi3", on_gpu=True, liger_available=True)
+    assert not other.active and "'phi3' has no fast path" in other.describe()
+    cpu = decide(_spec(), "llama", on_gpu=False, liger_available=True)
+    assert not cpu.liger and cpu.padding_free and cpu.optim is None and "need a GPU" in cpu.describe()
+    missing = decide(_spec(), "mistral", on_gpu=True, liger_available=False)
+    assert not missing.liger and "pip install liger-kernel" in missing.describe()
+    sdpa = decide(_spec(flash_attn="sdpa"), "llama", on_gpu=True, liger_available=True)
+    assert not sdpa.padding_free and sdpa.attn_implementation == "sdpa"
+    assert decide(_spec(flash_attn="disabled"), "llama", on_gpu=True).attn_implementation == "eager"
+    neat = decide(_spec(neat_packing=True, hipbot_fast=False), "llama", on_gpu=False)
+    assert neat.neat_packing and neat.padding_free
+    z3 = decide(_spec(deepspeed="z3"), "llama", on_gpu=True, liger_available=True)
+    assert not z3.fused_loss and z3.optim is None and "ZeRO-3" in z3.describe()
+    assert not decide(_spec(label_smoothing_factor=0.1), "llama", on_gpu=True).fused_loss
+    assert decide(_spec(use_unsloth=True, hipbot_fast=False), "gemma", on_gpu=True).padding_free
+    assert decide(_spec(torch_compile=True), "llama", on_gpu=True).torch_compile
+
+
+def test_selective_checkpointing_leaves_the_other_layers_alone() -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir()))
+    model.gradient_checkpointing_enable()
+    assert limit_checkpointing(model, 1) == (1, 2)
+    flags = [layer.gradient_checkpointing for layer in model.model.layers]
+    assert sorted(flags) == [False, True]
+    assert limit_checkpointing(model, 0) == (0, 2)
+
+
+def test_memory_estimate_knows_the_fast_path() -> None:
+    plain = estimate(_spec(hipbot_fast=False, gradient_checkpointing=False), LLAMA_8B)
+    fast = estimate(_spec(gradient_checkpointing=False), LLAMA_8B)
+    assert fast.logits < plain.logits / 10 and fast.activations < plain.activations
+    gc = _spec(gradient_checkpointing=True)
+    least = estimate(gc, LLAMA_8B)  # every layer checkpointed: the least the job needs
+    assert checkpointed_layers(gc, LLAMA_8B, 1, 140) == 0
+    assert estimate(gc, LLAMA_8B, gpu_gib=140).total == fast.total
+    assert checkpointed_layers(gc, LLAMA_8B, 1, 18) == 32
+    some = checkpointed_layers(gc, LLAMA_8B, 1, 24)
+    assert 0 < some < 32
+    assert least.total < estimate(gc, LLAMA_8B, gpu_gib=24).total <= 0.85 * 24 * 2**30
+
+
+def test_deepspeed_auto_picks_by_gpus_and_memory() -> None:
+    spec = _spec()
+    assert spec.deepspeed is None and _spec(deepspeed="auto").deepspeed is None
+    assert auto_deepspeed(spec, LLAMA_8B, 1, 140) is None
+    assert auto_deepspeed(spec, LLAMA_8B, 2, 140) == "z2"
+    assert auto_deepspeed(spec, LLAMA_8B, 4, 16) == "z3"
+    assert auto_deepspeed(spec, LLAMA_8B, 1, 16) == "z3_offload"
+    assert auto_deepspeed(spec, LLAMA_8B, 2, 0) is None  # CPU ranks: plain DDP
