@@ -450,6 +450,13 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     if rank == 0:
         log.info("%s", plan.describe())
     args = _training_arguments(spec, output_dir, precision, use_cpu, plan)
+    # Reading the device sets up the process group; DeepSpeed's own view of it must exist before
+    # loading, where ZeRO-3's zero.Init reads the world size (accelerate leaves it unset on CPU).
+    log.debug("rank %d of %d on %s", rank, world, args.device)
+    if spec.deepspeed and use_cpu:
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
     model, tokenizer, examples, collator = _model_and_data(spec, job, plan, precision, use_cpu)
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
 
