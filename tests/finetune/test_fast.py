@@ -13,7 +13,7 @@ from fixtures_finetune import job_yaml, tiny_model_dir, write_datasets
 from hipbot.jobs.finetune.fast import attention, loss
 from hipbot.jobs.finetune.fast.checkpoint import limit_checkpointing
 from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, FlatCollator, PaddedCollator, neat_pack
-from hipbot.jobs.finetune.fast.plan import decide
+from hipbot.jobs.finetune.fast.plan import SUPPORTED, decide
 from hipbot.jobs.finetune.memory import auto_deepspeed, checkpointed_layers, estimate
 from hipbot.jobs.finetune.spec import parse_spec
 from hipbot.jobs.finetune.trainer import read_progress, train, write_job
@@ -104,6 +104,38 @@ def test_padding_free_batch_gives_the_padded_batch_loss() -> None:
     assert [row["seq_lens"] for row in packed] == [[17], [11, 4]]
     assert fast_model(**flat(packed)).loss.item() == pytest.approx(reference.item(), rel=1e-5)
     assert flat.tokens == 2 * 32
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED)
+def test_each_family_gives_the_same_loss_padding_free(model_type: str) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    attention.register()
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    fast = AutoModelForCausalLM.from_config(
+        config, dtype=torch.float32, attn_implementation=attention.ATTN_IMPLEMENTATION
+    )
+    fast.load_state_dict(plain.state_dict())
+    loss.install(fast, liger=False)
+    gen = torch.Generator().manual_seed(1)
+    examples = []
+    for n in (11, 4, 17):
+        ids = torch.randint(5, 300, (n,), generator=gen).tolist()
+        examples.append({"input_ids": ids, "labels": [IGNORE_INDEX] * 2 + ids[2:]})
+    reference = plain(**PaddedCollator(0)(examples)).loss.item()
+    assert fast(**FlatCollator()(examples)).loss.item() == pytest.approx(reference, rel=1e-5)
 
 
 def test_fast_training_follows_the_plain_loss_curve(tmp_path: Path) -> None:

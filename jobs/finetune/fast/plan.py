@@ -19,8 +19,9 @@ from hipbot.jobs.finetune.fast.attention import ATTN_IMPLEMENTATION
 
 log = logging.getLogger(__name__)
 
-# model_type -> the families whose decoder layers the fast path (and Liger) knows
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text")
+# The families whose decoder layers the fast path (and Liger) knows. Gemma 2 is left out: its
+# attention soft-caps the logits, which neither FlashAttention varlen nor SDPA computes.
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3_text")
 FUSED_OPTIMIZERS = {"adamw_torch": "adamw_torch_fused", "adamw_hf": "adamw_torch_fused"}
 
 
