@@ -11,6 +11,11 @@ to change. It counts what PyTorch's allocator holds at the peak of a training st
   gradient checkpointing; one hidden state per layer plus one recomputed layer with it;
 * the logits and the loss's fp32 copies over the vocabulary, which dominate small models.
 
+The fast path (``fast/``) changes three terms: Liger's RMSNorm and SwiGLU keep fewer activations
+per token, the fused loss holds one chunk of logits instead of all of them, and selective
+checkpointing recomputes only the layers the GPU needs (``checkpointed_layers``). The estimate
+counts batch x cutoff_len tokens, the most a padding-free batch can hold.
+
 The per-token coefficients were measured on an H200 (bench/bench_finetune.py) and are kept
 within 15 % of the measured peaks there.
 """
