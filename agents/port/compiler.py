@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 _DIAG_RE = re.compile(
     r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$"
 )
+_DRIVER_RE = re.compile(r"^(?:clang(?:-\d+)?: |hipcc: )?(?P<sev>error|fatal error): (?P<msg>.*)$")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 MAX_DIAGNOSTICS = 100
 
@@ -156,6 +157,9 @@ def parse_diagnostics(text: str, cwd: Path, root: Path) -> list[Diag]:
     for raw in text.splitlines():
         m = _DIAG_RE.match(raw)
         if not m:
+            d = _DRIVER_RE.match(raw)
+            if d:  # the driver's own errors (a flag it refuses): no file, no line
+                diags.append(Diag("<hipcc>", 0, 0, "error", d["msg"]))
             continue
         path = Path(os.path.normpath(cwd / m["file"]))
         try:

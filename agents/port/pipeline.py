@@ -49,6 +49,10 @@ class _Tree:
 
     def apply(self, fix: Fix, state: UnitState) -> Edit | None:
         """Apply one fix; the edit (diff, reason, doc) or None when it changed nothing."""
+        with self.lock:
+            for extra, content in fix.new_files:
+                if not (self.root / extra).exists():
+                    write_text(self.root / extra, content)
         if fix.add_args:
             new = [a for a in fix.add_args if a not in state.args]
             if not new:
@@ -58,9 +62,6 @@ class _Tree:
         assert fix.file is not None and fix.edit is not None
         path = self.root / fix.file
         with self.lock:
-            for extra, content in fix.new_files:
-                if not (self.root / extra).exists():
-                    write_text(self.root / extra, content)
             before = read_text(path)
             after = fix.edit(before)
             if after == before:

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from hipbot.agents.hipify import mappings
-from hipbot.agents.port import rocm
+from hipbot.agents.port import rocm, samples
 from hipbot.agents.port.compiler import CompileResult, Diag
 from hipbot.agents.port.libraries import HEADER_CAUSES, header_cause
 from hipbot.agents.port.report import Cause
@@ -183,6 +183,16 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
             "the project's tree",
             add_args=(f"-I{rel}",),
         )
+    if name in samples.HEADERS:
+        rel = os.path.relpath(state.root / samples.FOLDER, (state.root / state.source).parent)
+        return Fix(
+            "samples-helpers",
+            f"<{name}> is one of the CUDA samples' helpers (from the CUDA toolkit, not this project): "
+            f"hipbot writes HIP versions into {samples.FOLDER}/",
+            samples.DOC,
+            add_args=(f"-I{rel}",),
+            new_files=tuple((Path(samples.FOLDER) / n, t) for n, t in samples.HEADERS.items()),
+        )
     return None
 
 
@@ -285,6 +295,21 @@ def rule_std(diag: Diag, state: UnitState) -> Fix | None:
 
 
 # cudaDeviceProp fields ROCm 5 lacks, with what says the same thing there
+def rule_cg_group_dim(diag: Diag, state: UnitState) -> Fix | None:
+    """``block.group_dim()`` (CUDA's older name of ``dim_threads()``): ROCm 5's thread_block has
+    neither; for a thread block it is blockDim."""
+    if "no member named 'group_dim'" not in diag.message or not (state.root / diag.file).is_file():
+        return None
+    pattern = re.compile(r"\b[A-Za-z_]\w*\s*(?:\.|->)\s*group_dim\s*\(\s*\)")
+    return Fix(
+        "cooperative-groups",
+        "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim",
+        rocm.DOC_CG,
+        Path(diag.file),
+        lambda text: pattern.sub("dim3(blockDim.x, blockDim.y, blockDim.z)", text),
+    )
+
+
 PROP_FIELDS = {
     "sharedMemPerMultiprocessor": ("{obj}maxSharedMemoryPerMultiProcessor", "HIP's name for the same figure"),
     "deviceOverlap": ("1", "every GPU ROCm supports copies memory while running kernels"),
@@ -347,6 +372,27 @@ def rule_hip_first(diag: Diag, state: UnitState) -> Fix | None:
     )
 
 
+def rule_literal_suffix(diag: Diag, state: UnitState) -> Fix | None:
+    """``extern "C"__global__``: nvcc reads two tokens, clang a user-defined literal suffix."""
+    file = Path(diag.file)
+    if "string literal with user-defined suffix" not in diag.message or not (state.root / file).is_file():
+        return None
+
+    def edit(text: str, line_no: int = diag.line) -> str:
+        lines = text.split("\n")
+        if 0 < line_no <= len(lines):
+            lines[line_no - 1] = re.sub(r'("[^"\n]*")([A-Za-z_])', r"\1 \2", lines[line_no - 1])
+        return "\n".join(lines)
+
+    return Fix(
+        "literal-suffix",
+        'a string literal glued to the next word ("C"__global__) is a C++11 literal suffix for clang: a space separates them',
+        "C++11 [lex.ext] user-defined literals; clang follows it, nvcc's front end does not",
+        file,
+        edit,
+    )
+
+
 RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_rocm_shim,
     rule_header,
@@ -355,6 +401,8 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_std,
     rule_device_prop,
     rule_hip_first,
+    rule_literal_suffix,
+    rule_cg_group_dim,
 )
 
 
@@ -452,7 +500,11 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "no-hip-equivalent",
                 f"legacy texture/surface references at {diag.file}:{diag.line}: rewrite with texture/surface objects",
             )
-        if "reference to __global__ function" in diag.message:
+        if (
+            "reference to __global__ function" in diag.message
+            or "__HIP_Coordinates" in diag.message
+            or "no matching function for call to 'hipDeviceSynchronize'" in diag.message
+        ):
             return Cause(
                 "no-hip-equivalent",
                 f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",

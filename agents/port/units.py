@@ -210,7 +210,9 @@ def _flag_words(words: list[str], here: Path, root: Path, scope: _Scope) -> None
                 scope.include_dirs.append(d)
         elif w.startswith("-D") and len(w) > 2 and w[2:] not in scope.defines:
             scope.defines.append(w[2:].strip("\"'"))
-        elif (w.startswith("-std=") or w in ("-fopenmp", "-Xcompiler=-fopenmp")) and w not in scope.options:
+        elif (
+            w.startswith("-std=") and "++" in w or w in ("-fopenmp", "-Xcompiler=-fopenmp")
+        ) and w not in scope.options:
             scope.options.append(w.replace("-Xcompiler=", ""))
         elif "-fopenmp" in w and "-fopenmp" not in scope.options:
             scope.options.append("-fopenmp")
