@@ -156,6 +156,16 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
             file,
             lambda text: pattern.sub(repl, text, count=1),
         )
+    if name in ("nvToolsExt.h", "nvtx3/nvToolsExt.h", "nvtx3/nvToolsExtCuda.h", "nvToolsExtCuda.h"):
+        line = f'#include "{os.path.relpath(state.root / samples.NVTX_NAME, (state.root / file).parent)}"'
+        return Fix(
+            "nvtx",
+            f"<{name}>: NVTX markers become no-ops ({samples.NVTX_NAME}); install roctracer for roctx markers",
+            samples.NVTX_DOC,
+            file,
+            lambda text: pattern.sub(line + "\n", text, count=1),
+            new_files=((Path(samples.NVTX_NAME), samples.NVTX),),
+        )
     if name == "omp.h":
         return rule_openmp(diag, state)
     if name == "mpi.h":

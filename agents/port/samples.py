@@ -145,3 +145,43 @@ HEADERS: dict[str, str] = {
     "helper_cuda.h": _CUDA,
     "helper_functions.h": _FUNCTIONS,
 }
+
+NVTX_NAME = "hip_nvtx.h"
+NVTX_DOC = "NVTX markers are profiling annotations; roctx (roctracer) is ROCm's counterpart"
+NVTX = """\
+// hip_nvtx.h, written by `hipbot port`: NVTX markers as no-ops (roctracer's roctx is not installed;
+// with it, roctxRangePush/roctxRangePop/roctxMark give the same markers to rocprof).
+#pragma once
+#include <cstdint>
+
+#define NVTX_VERSION 3
+#define NVTX_EVENT_ATTRIB_STRUCT_SIZE ((uint16_t)sizeof(nvtxEventAttributes_t))
+#define NVTX_COLOR_ARGB 1
+#define NVTX_MESSAGE_TYPE_ASCII 1
+typedef uint64_t nvtxRangeId_t;
+typedef struct nvtxEventAttributes_t {
+  uint16_t version;
+  uint16_t size;
+  uint32_t category;
+  int32_t colorType;
+  uint32_t color;
+  int32_t payloadType;
+  int32_t reserved0;
+  union { uint64_t ullValue; int64_t llValue; double dValue; } payload;
+  int32_t messageType;
+  union { const char* ascii; const wchar_t* unicode; } message;
+} nvtxEventAttributes_t;
+
+inline int nvtxRangePushA(const char*) { return 0; }
+inline int nvtxRangePush(const char*) { return 0; }
+inline int nvtxRangePushEx(const nvtxEventAttributes_t*) { return 0; }
+inline int nvtxRangePop() { return 0; }
+inline nvtxRangeId_t nvtxRangeStartA(const char*) { return 0; }
+inline nvtxRangeId_t nvtxRangeStartEx(const nvtxEventAttributes_t*) { return 0; }
+inline void nvtxRangeEnd(nvtxRangeId_t) {}
+inline void nvtxMarkA(const char*) {}
+inline void nvtxMarkEx(const nvtxEventAttributes_t*) {}
+template <typename T> inline void nvtxNameCudaStreamA(T, const char*) {}
+template <typename T> inline void nvtxNameCudaEventA(T, const char*) {}
+inline void nvtxNameOsThreadA(uint32_t, const char*) {}
+"""

@@ -22,7 +22,7 @@ FILES = {
         "cmake_minimum_required(VERSION 3.18)\nproject(demo LANGUAGES CXX CUDA)\n"
         "set(CMAKE_CUDA_ARCHITECTURES 80)\nadd_executable(warp warp.cu)\nadd_executable(cgred cgred.cu)\n"
         "add_executable(hdr hdr.cu)\nadd_executable(omp omp.cu)\nadd_executable(drv drv.cu)\n"
-        "add_executable(timer timer.cu)\nadd_executable(cgdim cgdim.cu)\nadd_executable(extc extc.cu)\nadd_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
+        "add_executable(nvtx nvtx.cu)\nadd_executable(timer timer.cu)\nadd_executable(cgdim cgdim.cu)\nadd_executable(extc extc.cu)\nadd_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
     "warp.cu": KERNEL_HEAD
@@ -39,6 +39,8 @@ FILES = {
     "omp.cu": KERNEL_HEAD
     + "#ifdef _OPENMP\n#include <omp.h>\n#endif\n__global__ void k(int* x) { x[0] = 1; }\n"
     + "int threads() { return omp_get_max_threads(); }\n",
+    "nvtx.cu": KERNEL_HEAD
+    + '#include <nvtx3/nvToolsExt.h>\nvoid f() {\n  nvtxRangePushA("step");\n  nvtxRangePop();\n}\n',
     "timer.cu": KERNEL_HEAD
     + "#include <helper_timer.h>\n#include <helper_cuda.h>\nfloat f() {\n  StopWatchInterface* t = nullptr;\n"
     + "  sdkCreateTimer(&t);\n  sdkStartTimer(&t);\n  float* p;\n  checkCudaErrors(cudaMalloc((void**)&p, 4));\n"
@@ -80,6 +82,7 @@ FIXED_BY_RULES = {
     "props.cu": "device-prop",
     "extc.cu": "literal-suffix",
     "timer.cu": "samples-helpers",
+    "nvtx.cu": "nvtx",
     "cgdim.cu": "cooperative-groups",
     "macros.cu": "hip-first",
     "drv.cu": "rocm-shim",
@@ -134,8 +137,8 @@ def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> 
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 17 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 14 and s["failed"] == 3
+    assert s["units"] == 18 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 15 and s["failed"] == 3
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()
