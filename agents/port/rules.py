@@ -75,9 +75,8 @@ def _insert_after_hip_include(text: str, line: str) -> str:
 
 
 def _shim_fix(state: UnitState, diag: Diag, name: str, why: str, doc: str) -> Fix | None:
-    file = Path(diag.file)
-    if file.is_absolute() or not (state.root / file).is_file():
-        file = state.source
+    """The shim goes in the unit itself, before the headers that need it: one round for them all."""
+    file = state.source
     line = _shim_include(state, file)
     return Fix(
         "rocm-shim",
@@ -305,19 +304,38 @@ def rule_std(diag: Diag, state: UnitState) -> Fix | None:
 
 
 # cudaDeviceProp fields ROCm 5 lacks, with what says the same thing there
-def rule_cg_group_dim(diag: Diag, state: UnitState) -> Fix | None:
-    """``block.group_dim()`` (CUDA's older name of ``dim_threads()``): ROCm 5's thread_block has
-    neither; for a thread block it is blockDim."""
-    if "no member named 'group_dim'" not in diag.message or not (state.root / diag.file).is_file():
+_CONST_BLOCK = re.compile(r"\bconst\s+((?:cg|cooperative_groups)\s*::\s*)?thread_block\s*&")
+_GROUP_DIM = re.compile(r"\b[A-Za-z_]\w*\s*(?:\.|->)\s*group_dim\s*\(\s*\)")
+
+
+def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
+    """ROCm 5's thread_block: no ``group_dim()`` (CUDA's older name of ``dim_threads()``: for a block
+    it is blockDim), and ``group_index()``/``thread_index()`` are not const members, so a block
+    passed as ``const thread_block&`` is passed as ``thread_block&``."""
+    file = Path(diag.file)
+    if file.is_absolute() or not (state.root / file).is_file():
         return None
-    pattern = re.compile(r"\b[A-Za-z_]\w*\s*(?:\.|->)\s*group_dim\s*\(\s*\)")
-    return Fix(
-        "cooperative-groups",
-        "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim",
-        rocm.DOC_CG,
-        Path(diag.file),
-        lambda text: pattern.sub("dim3(blockDim.x, blockDim.y, blockDim.z)", text),
-    )
+    if "no member named 'group_dim'" in diag.message:
+        return Fix(
+            "cooperative-groups",
+            "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim",
+            rocm.DOC_CG,
+            file,
+            lambda text: _GROUP_DIM.sub("dim3(blockDim.x, blockDim.y, blockDim.z)", text),
+        )
+    if (
+        "has type 'const" in diag.message
+        and "thread_block" in diag.message
+        and "not marked const" in diag.message
+    ):
+        return Fix(
+            "cooperative-groups",
+            "ROCm 5's thread_block member functions are not const: the block is passed by plain reference",
+            rocm.DOC_CG,
+            file,
+            lambda text: _CONST_BLOCK.sub(lambda m: (m.group(1) or "") + "thread_block&", text),
+        )
+    return None
 
 
 PROP_FIELDS = {
@@ -412,7 +430,7 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_device_prop,
     rule_hip_first,
     rule_literal_suffix,
-    rule_cg_group_dim,
+    rule_cooperative_groups,
 )
 
 

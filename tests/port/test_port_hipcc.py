@@ -47,7 +47,9 @@ FILES = {
     + "  sdkStopTimer(&t);\n  float ms = sdkGetTimerValue(&t);\n  sdkDeleteTimer(&t);\n  return ms;\n}\n",
     "cgdim.cu": KERNEL_HEAD
     + "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
-    + "__global__ void k(int* x) {\n  cg::thread_block b = cg::this_thread_block();\n  x[0] = b.group_dim().x;\n}\n",
+    + "__device__ int index(const cg::thread_block& b) { return b.group_index().x; }\n"
+    + "__global__ void k(int* x) {\n  cg::thread_block b = cg::this_thread_block();\n"
+    + "  x[0] = b.group_dim().x + index(b);\n}\n",
     "extc.cu": KERNEL_HEAD + 'extern "C"__global__ void saxpy(float* y) { y[0] = 1; }\n',
     "props.cu": KERNEL_HEAD
     + "int f() {\n  cudaDeviceProp p;\n  cudaGetDeviceProperties(&p, 0);\n"
