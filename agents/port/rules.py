@@ -1,9 +1,8 @@
-"""Repair rules: hipcc's diagnostics -> known causes -> an edit (with its reason and doc source),
-and, for what no rule fixes, the cause in words a porter understands.
+"""Repair rules: hipcc's diagnostics -> known causes -> an edit (with its reason and doc source).
 
 Each rule looks at one error and returns a :class:`Fix` (an edit of a file of the ported tree or
-compiler flags for the unit) or None. ``classify`` names why a unit still fails: the missing
-library by name, "no HIP equivalent", the ROCm version an API needs, inline PTX and its line.
+compiler flags for the unit) or None; ``find_fixes`` gathers one fix per cause for a round. What no
+rule fixes is named by ``causes.classify``.
 """
 
 from __future__ import annotations
@@ -17,11 +16,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from hipbot.agents.hipify import mappings
 from hipbot.agents.port import rocm, samples
-from hipbot.agents.port.compiler import CompileResult, Diag
-from hipbot.agents.port.libraries import HEADER_CAUSES, header_cause
-from hipbot.agents.port.report import Cause
+from hipbot.agents.port.compiler import Diag
 from hipbot.agents.port.tree import read_text
 
 DOC_HEADERS = "HIPIFY/docs/tables (CUDA headers and their HIP counterparts)"
@@ -49,12 +45,12 @@ class Fix:
     new_files: tuple[tuple[Path, str], ...] = ()
 
 
-_NOT_FOUND = re.compile(r"'([^']+)' file not found")
-_UNDECLARED = re.compile(
+NOT_FOUND = re.compile(r"'([^']+)' file not found")
+UNDECLARED = re.compile(
     r"use of undeclared identifier '([^']+)'|no (?:template|type|member) named '([^']+)' in namespace '([^']+)'"
     r"|unknown type name '([^']+)'|no matching function for call to '([^']+)'"
 )
-_NO_MEMBER = re.compile(r"no member named '([^']+)' in '(?:struct )?([^']+)'")
+NO_MEMBER = re.compile(r"no member named '([^']+)' in '(?:struct )?([^']+)'")
 _INCLUDE_LINE = r'^[ \t]*#[ \t]*include[ \t]*[<"]{}[>"][^\n]*\n?'
 
 
@@ -89,7 +85,7 @@ def _shim_fix(state: UnitState, diag: Diag, name: str, why: str, doc: str) -> Fi
 
 
 def rule_rocm_shim(diag: Diag, state: UnitState) -> Fix | None:
-    m = _UNDECLARED.search(diag.message)
+    m = UNDECLARED.search(diag.message)
     if not m:
         return None
     name = next(g for g in m.groups() if g)
@@ -126,7 +122,7 @@ CUDA_HEADERS = {
 
 
 def rule_header(diag: Diag, state: UnitState) -> Fix | None:
-    m = _NOT_FOUND.search(diag.message)
+    m = NOT_FOUND.search(diag.message)
     if not m:
         return None
     name = m.group(1)
@@ -350,7 +346,7 @@ PROP_FIELDS = {
 
 
 def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
-    m = _NO_MEMBER.search(diag.message)
+    m = NO_MEMBER.search(diag.message)
     if not m or m.group(2) not in ("hipDeviceProp_t",) or m.group(1) not in PROP_FIELDS:
         return None
     name, file = m.group(1), Path(diag.file)
@@ -449,136 +445,3 @@ def find_fixes(errors: list[Diag], state: UnitState) -> list[Fix]:
                 fixes.append(fix)
             break
     return fixes
-
-
-# ---------------------------------------------------------------------------- causes
-
-_ASM = re.compile(r"\basm\b|__asm__")
-
-
-def _source_line(state: UnitState, diag: Diag) -> str:
-    path = state.root / diag.file
-    if not path.is_file():
-        return ""
-    lines = read_text(path).splitlines()
-    return lines[diag.line - 1] if 0 < diag.line <= len(lines) else ""
-
-
-def _unsupported_cuda(name: str) -> str | None:
-    table = mappings.load()
-    rows = table.by_cuda.get(name)
-    if rows and not any(r.hip for r in rows):
-        lib = rows[0].library.replace("_API", "").replace("_", " ")
-        return f"{name} ({lib}): no HIP equivalent"
-    return None
-
-
-_PTX_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"([^\"]*)")
-_PTX_WORD = re.compile(
-    r"%%|\.(?:[subf]\d+|b\d+|pred|global|shared|sync|aligned)\b|\b(?:mov|ld|st|mma|cp|shfl|bar|red|atom)\."
-)
-_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-
-
-def inline_ptx(state: UnitState, limit: int = 40) -> Cause | None:
-    """PTX in ``asm()`` in the unit or the project headers it includes: ``-fsyntax-only`` does not
-    assemble it, so it would pass the check and fail the build."""
-    todo, seen = [state.source], set()
-    while todo and len(seen) < limit:
-        rel = todo.pop()
-        path = state.root / rel
-        if rel in seen or not path.is_file():
-            continue
-        seen.add(rel)
-        text = read_text(path)
-        for m in _PTX_ASM.finditer(text):
-            if _PTX_WORD.search(m.group(1)):
-                line = text.count("\n", 0, m.start()) + 1
-                return Cause("inline-ptx", f"inline PTX at {rel}:{line}: rewrite it with HIP/clang builtins")
-        for name in _QUOTED_INCLUDE.findall(text):
-            target = Path(os.path.normpath(path.parent / name))
-            if target.is_relative_to(state.root):
-                todo.append(target.relative_to(state.root))
-    return None
-
-
-def classify(result: CompileResult, state: UnitState) -> Cause:
-    """Why a unit still fails, for a person."""
-    if result.error:
-        kind = "timeout" if "longer than" in result.error else "error"
-        return Cause(kind, result.error)
-    errors = result.errors
-    for diag in errors:
-        m = _NOT_FOUND.search(diag.message)
-        if m:
-            cause = header_cause(m.group(1))
-            if cause:
-                return cause
-    for diag in errors:
-        if (
-            _ASM.search(_source_line(state, diag))
-            or "asm" in diag.message
-            or "inline assembly" in diag.message
-        ):
-            return Cause(
-                "inline-ptx", f"inline PTX at {diag.file}:{diag.line}: rewrite it with HIP/clang builtins"
-            )
-        if re.search(r"no template named '(surface|texture)'", diag.message):
-            return Cause(
-                "no-hip-equivalent",
-                f"legacy texture/surface references at {diag.file}:{diag.line}: rewrite with texture/surface objects",
-            )
-        if (
-            "reference to __global__ function" in diag.message
-            or "__HIP_Coordinates" in diag.message
-            or "no matching function for call to 'hipDeviceSynchronize'" in diag.message
-        ):
-            return Cause(
-                "no-hip-equivalent",
-                f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",
-            )
-    for diag in errors:
-        m = re.search(
-            r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
-            diag.message,
-        )
-        if m:
-            return Cause(
-                "not-valid-cuda",
-                f"the source is unfinished ('{m.group(1) or m.group(2)}' placeholder at {diag.file}:{diag.line}); nvcc refuses it too",
-            )
-    for diag in errors:
-        m = _UNDECLARED.search(diag.message)
-        if not m:
-            continue
-        name = next(g for g in m.groups() if g)
-        added = rocm.added_in(name)
-        if added and added > state.rocm:
-            return Cause(
-                "rocm-version",
-                f"{name} needs ROCm {added[0]}.{added[1]} (target {state.rocm[0]}.{state.rocm[1]}; --rocm to change)",
-            )
-        text = _unsupported_cuda(name)
-        if text:
-            return Cause("no-hip-equivalent", text)
-    for diag in errors:
-        m = _NO_MEMBER.search(diag.message)
-        if m and m.group(2) in ("hipDeviceProp_t", "hipDeviceProp_tR0600"):
-            return Cause(
-                "rocm-version",
-                f"hipDeviceProp_t has no field '{m.group(1)}' in ROCm {state.rocm[0]}.{state.rocm[1]} ({diag.file}:{diag.line})",
-            )
-    for diag in errors:
-        m = _NOT_FOUND.search(diag.message)
-        if m:
-            return Cause(
-                "missing-header",
-                f"'{m.group(1)}' not found ({diag.file}:{diag.line}): not in the project nor installed",
-            )
-    if errors:
-        d = errors[0]
-        return Cause("error", f"hipcc: {d.message} at {d.file}:{d.line}")
-    return Cause("error", "hipcc failed without a diagnostic")
-
-
-__all__ = ["HEADER_CAUSES", "Fix", "UnitState", "classify", "find_fixes"]

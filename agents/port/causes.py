@@ -1,0 +1,144 @@
+"""Why a unit still fails, in words a porter understands: the missing library by name, "no HIP
+equivalent", the ROCm version an API needs, inline PTX and its line, dynamic parallelism, an
+unfinished source; otherwise hipcc's first error with its place."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from hipbot.agents.hipify import mappings
+from hipbot.agents.port import rocm
+from hipbot.agents.port.compiler import CompileResult, Diag
+from hipbot.agents.port.libraries import header_cause
+from hipbot.agents.port.report import Cause
+from hipbot.agents.port.rules import NO_MEMBER, NOT_FOUND, UNDECLARED, UnitState
+from hipbot.agents.port.tree import read_text
+
+_ASM = re.compile(r"\basm\b|__asm__")
+
+
+def _source_line(state: UnitState, diag: Diag) -> str:
+    path = state.root / diag.file
+    if not path.is_file():
+        return ""
+    lines = read_text(path).splitlines()
+    return lines[diag.line - 1] if 0 < diag.line <= len(lines) else ""
+
+
+def _unsupported_cuda(name: str) -> str | None:
+    table = mappings.load()
+    rows = table.by_cuda.get(name)
+    if rows and not any(r.hip for r in rows):
+        lib = rows[0].library.replace("_API", "").replace("_", " ")
+        return f"{name} ({lib}): no HIP equivalent"
+    return None
+
+
+_PTX_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"([^\"]*)")
+_PTX_WORD = re.compile(
+    r"%%|\.(?:[subf]\d+|b\d+|pred|global|shared|sync|aligned)\b|\b(?:mov|ld|st|mma|cp|shfl|bar|red|atom)\."
+)
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def inline_ptx(state: UnitState, limit: int = 40) -> Cause | None:
+    """PTX in ``asm()`` in the unit or the project headers it includes: ``-fsyntax-only`` does not
+    assemble it, so it would pass the check and fail the build."""
+    todo, seen = [state.source], set()
+    while todo and len(seen) < limit:
+        rel = todo.pop()
+        path = state.root / rel
+        if rel in seen or not path.is_file():
+            continue
+        seen.add(rel)
+        text = read_text(path)
+        for m in _PTX_ASM.finditer(text):
+            if _PTX_WORD.search(m.group(1)):
+                line = text.count("\n", 0, m.start()) + 1
+                return Cause("inline-ptx", f"inline PTX at {rel}:{line}: rewrite it with HIP/clang builtins")
+        for name in _QUOTED_INCLUDE.findall(text):
+            target = Path(os.path.normpath(path.parent / name))
+            if target.is_relative_to(state.root):
+                todo.append(target.relative_to(state.root))
+    return None
+
+
+def classify(result: CompileResult, state: UnitState) -> Cause:
+    """Why a unit still fails, for a person."""
+    if result.error:
+        kind = "timeout" if "longer than" in result.error else "error"
+        return Cause(kind, result.error)
+    errors = result.errors
+    for diag in errors:
+        m = NOT_FOUND.search(diag.message)
+        if m:
+            cause = header_cause(m.group(1))
+            if cause:
+                return cause
+    for diag in errors:
+        if (
+            _ASM.search(_source_line(state, diag))
+            or "asm" in diag.message
+            or "inline assembly" in diag.message
+        ):
+            return Cause(
+                "inline-ptx", f"inline PTX at {diag.file}:{diag.line}: rewrite it with HIP/clang builtins"
+            )
+        if re.search(r"no template named '(surface|texture)'", diag.message):
+            return Cause(
+                "no-hip-equivalent",
+                f"legacy texture/surface references at {diag.file}:{diag.line}: rewrite with texture/surface objects",
+            )
+        if (
+            "reference to __global__ function" in diag.message
+            or "__HIP_Coordinates" in diag.message
+            or "no matching function for call to 'hipDeviceSynchronize'" in diag.message
+        ):
+            return Cause(
+                "no-hip-equivalent",
+                f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",
+            )
+    for diag in errors:
+        m = re.search(
+            r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
+            diag.message,
+        )
+        if m:
+            return Cause(
+                "not-valid-cuda",
+                f"the source is unfinished ('{m.group(1) or m.group(2)}' placeholder at {diag.file}:{diag.line}); nvcc refuses it too",
+            )
+    for diag in errors:
+        m = UNDECLARED.search(diag.message)
+        if not m:
+            continue
+        name = next(g for g in m.groups() if g)
+        added = rocm.added_in(name)
+        if added and added > state.rocm:
+            return Cause(
+                "rocm-version",
+                f"{name} needs ROCm {added[0]}.{added[1]} (target {state.rocm[0]}.{state.rocm[1]}; --rocm to change)",
+            )
+        text = _unsupported_cuda(name)
+        if text:
+            return Cause("no-hip-equivalent", text)
+    for diag in errors:
+        m = NO_MEMBER.search(diag.message)
+        if m and m.group(2) in ("hipDeviceProp_t", "hipDeviceProp_tR0600"):
+            return Cause(
+                "rocm-version",
+                f"hipDeviceProp_t has no field '{m.group(1)}' in ROCm {state.rocm[0]}.{state.rocm[1]} ({diag.file}:{diag.line})",
+            )
+    for diag in errors:
+        m = NOT_FOUND.search(diag.message)
+        if m:
+            return Cause(
+                "missing-header",
+                f"'{m.group(1)}' not found ({diag.file}:{diag.line}): not in the project nor installed",
+            )
+    if errors:
+        d = errors[0]
+        return Cause("error", f"hipcc: {d.message} at {d.file}:{d.line}")
+    return Cause("error", "hipcc failed without a diagnostic")
