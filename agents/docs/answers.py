@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
-NOTE_CHARS = 300  # the docs' words added under a mapping row
+NOTE_CHARS = 360  # the docs' words added under a mapping row
 _VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
 
@@ -177,18 +177,19 @@ class Answerer:
         ]
 
     def api_facts(
-        self, found: list[Found], question: str, lang: str = "en"
+        self, found: list[Found], question: str, lang: str = "en", rows_each: int = 3
     ) -> tuple[list[str], list[dict], list[dict]]:
-        """Answer lines, ``apis`` records and sources for the identifiers of a question."""
+        """Answer lines, ``apis`` records and sources for the identifiers of a question (at most
+        ``rows_each`` mapping rows per name: a question about more than the mapping gets one)."""
         roc_first = asks_about_roc(question)
         lines: list[str] = []
         records: list[dict] = []
         sources: list[dict[str, str]] = []
         for hit in found:
             rows = order_rows(hit)
-            shown = rows[:3]
+            shown = rows[:rows_each]
             lines.extend(describe(row, hit.name, lang) for row in shown)
-            if len(rows) > len(shown):
+            if len(rows) > len(shown) and rows_each > 1:
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")
             for row in shown:
@@ -329,7 +330,9 @@ class Answerer:
         option_names = [rows[0].name for _, rows in options]
         names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
         passages = self.retriever.search(question, k=k, identifiers=names)
-        fact_lines, records, table_sources = self.api_facts(found, question, lang) if found else ([], [], [])
+        fact_lines, records, table_sources = (
+            self.api_facts(found, question, lang, rows_each=1) if found else ([], [], [])
+        )
         option_text, option_sources = option_lines(options, lang)
         fact_lines.extend(option_text)
         if unknown:

@@ -28,13 +28,20 @@ DENSE_WEIGHT = 0.55
 LEXICAL_WEIGHT = 0.45
 RANK_WEIGHT = 0.08
 BULLET_RATIO = 0.8  # a second unit within this share of the best score makes the answer a list
+KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
+NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
 _HOW_TO = re.compile(
     r"\bhow (?:do|can|to|should)\b|\bexample\b|\bcommand\b|\bsyntax\b|\bsnippet\b|怎么|如何|示例|例子|命令",
     re.IGNORECASE,
 )
-_FILLER = re.compile(r":$")
+_FILLER = re.compile(r"[:,]$")
+_ASKS_CODE = re.compile(
+    r"\b(?:example|command|code|syntax|snippet)\b|\bhow (?:do|can) (?:i|we|you) "
+    r"(?:build|compile|link|run|install|launch|call|write|set|use)\b|示例|例子|命令|代码",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -144,8 +151,20 @@ def score_units(
             score = DENSE_WEIGHT * cosine + LEXICAL_WEIGHT * min(hit / total, 1.0) + RANK_WEIGHT / (rank + 1)
             if unit.kind == "code" or len(unit.text) < 25 or _FILLER.search(unit.text):
                 score *= 0.5  # code is attached to a sentence, never the answer's first line
+            elif unit.text.count('"') >= 4 or unit.text.startswith(("[", "$", "#")) or len(unit.text) > 350:
+                score *= 0.6  # csv-table cells, console output, run-on text
             out.append(Scored(unit, rank, score))
-    return sorted(out, key=lambda s: -s.score)
+    out.sort(key=lambda s: -s.score)
+    if out:
+        best = out[0]
+        follow = [
+            Scored(s.unit, s.passage, s.score + NEXT_BONUS)
+            if s.passage == best.passage and s.unit.block == best.unit.block and s.unit.start >= best.unit.end
+            else s
+            for s in out
+        ]
+        out = sorted(follow, key=lambda s: -s.score)
+    return out
 
 
 def _similar(a: str, b: str) -> bool:
@@ -154,36 +173,40 @@ def _similar(a: str, b: str) -> bool:
 
 
 def _pick(scored: list[Scored], budget: int) -> list[Scored]:
+    """The best unit, then the next best that are close enough, whole (a unit that does not fit is
+    skipped, never cut), until the budget is spent or four are chosen."""
     chosen: list[Scored] = []
     used = 0
     for item in scored:
         if item.unit.kind == "code":
             continue
-        if chosen and item.score < BULLET_RATIO * chosen[0].score:
+        if chosen and item.score < KEEP_RATIO * chosen[0].score:
             break
         text = item.unit.text
-        if len(text) > budget - used and chosen:
+        cost = len(text) + 6
+        if chosen and used + cost > budget:
             continue
         if any(_similar(text, c.unit.text) for c in chosen):
             continue
         chosen.append(item)
-        used += min(len(text), budget) + 8
+        used += min(cost, budget)
         if len(chosen) >= MAX_BULLETS or used >= budget:
             break
     return chosen
 
 
-def _code_after(item: Scored, passage: Passage, terms: list[str]) -> str | None:
-    """The code block right after a chosen sentence, when it shows one of the question's terms."""
-    parts = units(passage.text)
-    for unit in parts:
+def _code_after(item: Scored, passage: Passage, terms: list[str], asks_code: bool) -> str | None:
+    """The code block right after a chosen sentence, when the question asks for code or the block
+    shows one of the question's identifiers."""
+    names = [t for t in terms if _IDENT_TERM.match(t) or "_" in t or t.startswith("-")]
+    for unit in units(passage.text):
         if (
             unit.kind == "code"
             and item.unit.block <= unit.block <= item.unit.block + 1
             and unit.start >= item.unit.end
         ):
             low = unit.text.lower()
-            if len(unit.text) <= CODE_CHARS and (not terms or any(t in low for t in terms)):
+            if len(unit.text) <= CODE_CHARS and (asks_code or any(n in low for n in names)):
                 return unit.text
             return None
     return None
@@ -228,15 +251,20 @@ def compose(
     body = []
     code = None
     if chosen and _HOW_TO.search(question):
-        code = _code_after(chosen[0], passages[chosen[0].passage], [w for w in words if len(w) > 3])
-    if len(chosen) == 1 or (code and chosen):
+        asks_code = bool(_ASKS_CODE.search(question))
+        code = _code_after(
+            chosen[0], passages[chosen[0].passage], [w for w in words if len(w) > 3], asks_code
+        )
+    if chosen and (code or len(chosen) == 1 or chosen[1].score < BULLET_RATIO * chosen[0].score):
+        # one clear answer: its sentence first, then the code it introduces or what supports it
         first = chosen[0]
-        body.append(f"{_shorten(first.unit.text, room)} [{cite[first.passage]}]")
+        body.append(f"{_shorten(first.unit.text, room - 5)} [{cite[first.passage]}]")
         if code:
             body.append(code)
+        else:
+            body.extend(f"- {c.unit.text} [{cite[c.passage]}]" for c in chosen[1:])
     elif chosen:
-        share = max(room // len(chosen) - 8, 80)
-        body.extend(f"- {_shorten(c.unit.text, share)} [{cite[c.passage]}]" for c in chosen)
+        body.extend(f"- {c.unit.text} [{cite[c.passage]}]" for c in chosen)
     cited_sources = [passages[i].source() for i in order]
     rest = dedupe_sources([p.source() for i, p in enumerate(passages) if i not in cite])
     text = "\n".join([*fact_lines, *body]).strip()

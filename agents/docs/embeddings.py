@@ -40,6 +40,7 @@ class Embedder:
 
     def __init__(self, name: str = DEFAULT_MODEL) -> None:
         self.name = name
+        self._encoding = threading.Lock()  # max_seq_length is set per call
         location = model_location(name)
         try:
             from sentence_transformers import SentenceTransformer
@@ -64,12 +65,24 @@ class Embedder:
         texts: Sequence[str],
         batch_size: int = 64,
         on_batch: Callable[[int], None] | None = None,
+        max_tokens: int | None = None,
     ) -> np.ndarray:
-        """Encode in length-sorted batches (less padding); ``on_batch(n)`` reports progress."""
+        """Encode in length-sorted batches (less padding); ``on_batch(n)`` reports progress;
+        ``max_tokens`` cuts each text at that many word pieces (the model's own limit otherwise)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with _threads(1 if len(texts) == 1 or _cpu_busy() else None):
+        with self._encoding, _threads(1 if len(texts) == 1 or _cpu_busy() else None), self._limit(max_tokens):
             return self._encode(texts, batch_size, on_batch)
+
+    @contextmanager
+    def _limit(self, max_tokens: int | None) -> Iterator[None]:
+        before = self.model.max_seq_length
+        if max_tokens:
+            self.model.max_seq_length = min(max_tokens, before)
+        try:
+            yield
+        finally:
+            self.model.max_seq_length = before
 
     def _encode(
         self, texts: Sequence[str], batch_size: int, on_batch: Callable[[int], None] | None

@@ -39,7 +39,8 @@ from hipbot.config import Settings, load_settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
 
-PARSER_VERSION = "6"  # bump when docs_parse changes what chunks a file yields
+PARSER_VERSION = "7"  # bump when docs_parse changes what chunks a file yields (or segment texts)
+PASSAGE_TOKENS = 128  # a passage vector reads its first 128 word pieces; its sentences are embedded too
 
 
 @dataclass
@@ -71,8 +72,14 @@ def passage_text(title: str, section: str, text: str) -> str:
     return f"{title}\n{text}" if section == title else f"{title} > {section}\n{text}"
 
 
+def segment_text(title: str, section: str, piece: str) -> str:
+    """What is embedded for a sentence-sized segment: the piece under its nearest heading (the
+    whole heading path would double the words to embed: 8,500 segments once ROCm's docs joined)."""
+    return f"{section.rsplit(' > ', 1)[-1] if section else title}\n{piece}"
+
+
 def segment_hash(title: str, section: str, piece: str) -> str:
-    return hashlib.sha256(f"segment\x00{passage_text(title, section, piece)}".encode()).hexdigest()
+    return hashlib.sha256(f"segment\x00{segment_text(title, section, piece)}".encode()).hexdigest()
 
 
 def ingest(
@@ -172,15 +179,30 @@ def _store_document(
 def _embed_missing(db: sqlite_utils.Database, model: str, progress: bool) -> int:
     """Embed prose passages and their sentence-sized segments that have no vector for ``model``
     yet. API rows are found by name and BM25 instead: a dense vector of one table row adds little
-    and would triple the ingest time."""
-    pending = [(p.hash, passage_text(p.title, p.section, p.text)) for p in pending_texts(db, model)]
+    and would triple the ingest time. Passages are cut at ``PASSAGE_TOKENS`` (their later
+    sentences have their own vectors): embedding is the cost of a first start."""
+    pending = pending_texts(db, model)
     if not pending:
         return 0
     from hipbot.agents.docs.embeddings import get_embedder
 
     embedder = get_embedder(model)
+    done = 0
     with tqdm(total=len(pending), desc="embed", unit="text", disable=not progress) as bar:
-        vectors = embedder.encode([text for _, text in pending], on_batch=bar.update)
-    with transaction(db):
-        save_embeddings(db, model, embedder.dim, ((h, v) for (h, _), v in zip(pending, vectors, strict=True)))
-    return len(pending)
+        for kind, tokens in (("chunk", PASSAGE_TOKENS), ("segment", None)):
+            group = [p for p in pending if p.kind == kind]
+            if not group:
+                continue
+            texts = [
+                passage_text(p.title, p.section, p.text)
+                if kind == "chunk"
+                else segment_text(p.title, p.section, p.text)
+                for p in group
+            ]
+            vectors = embedder.encode(texts, on_batch=bar.update, max_tokens=tokens)
+            with transaction(db):
+                save_embeddings(
+                    db, model, embedder.dim, ((p.hash, v) for p, v in zip(group, vectors, strict=True))
+                )
+            done += len(group)
+    return done

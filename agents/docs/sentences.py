@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hipbot.agents.docs.parse import is_code
 
@@ -82,6 +83,8 @@ def _block_kind(body: list[str]) -> str:
     stripped = [line.strip() for line in body]
     if all(s.startswith("|") for s in stripped):
         return "table"
+    if any(s.startswith(("+--", "+==")) for s in stripped) or sum(s.count('","') for s in stripped) >= 2:
+        return "grid"  # reST grid and csv tables: cells without their headers read as noise
     if _RST_ROW.match(body[0]):
         return "rst_table"
     indented = all(line.startswith(("    ", "\t")) for line in body)
@@ -118,7 +121,7 @@ def _split(text: str, start: int, end: int) -> list[tuple[int, int]]:
         a = match.end()
     if text[a:end].strip():
         out.append((a, end))
-    return out
+    return tuple(out)
 
 
 def _table_rows(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
@@ -157,19 +160,28 @@ def _rst_rows(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     return out[1:] if header else out
 
 
-def units(text: str) -> list[Unit]:
-    """The quotable units of a chunk, in text order."""
+_HTML = re.compile(r"^\s*</?[a-z][^>]*>", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def units(text: str) -> tuple[Unit, ...]:
+    """The quotable units of a chunk, in text order (cached: the same passages answer many
+    questions). HTML head lines of the ROCm pages are not text."""
     out: list[Unit] = []
     for index, (start, end, kind) in enumerate(_blocks(text)):
         if kind == "code":
             out.append(Unit(text[start:end].strip("\n"), start, end, "code", index))
+        elif kind == "grid":
+            continue
         elif kind in ("table", "rst_table"):
             rows = _table_rows(text, start, end) if kind == "table" else _rst_rows(text, start, end)
             out.extend(Unit(clean(t), a, b, "row", index) for a, b, t in rows)
+        elif _HTML.match(text[start:end]):
+            continue
         else:
             for a, b in _sentences(text, start, end):
                 piece = clean(_LIST_ITEM.sub("", text[a:b], count=1))
-                if len(piece) >= 3:
+                if len(piece) >= 3 and not _HTML.match(piece):
                     code = is_code(piece) and piece.endswith((";", "{", "}"))
                     out.append(Unit(piece, a, b, "code" if code else "sentence", index))
-    return out
+    return tuple(out)

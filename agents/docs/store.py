@@ -249,6 +249,7 @@ class PendingText:
     title: str
     section: str
     text: str
+    kind: str = "chunk"  # "chunk" or "segment"
 
 
 def pending_texts(db: sqlite_utils.Database, model: str) -> list[PendingText]:
@@ -268,7 +269,8 @@ def pending_texts(db: sqlite_utils.Database, model: str) -> list[PendingText]:
         [model],
     ).fetchall()
     return [PendingText(*row) for row in chunks] + [
-        PendingText(h, title, section, text[start:end]) for h, title, section, text, start, end in segments
+        PendingText(h, title, section, text[start:end], "segment")
+        for h, title, section, text, start, end in segments
     ]
 
 

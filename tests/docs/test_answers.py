@@ -1,0 +1,83 @@
+"""Composed answers on the ingested corpus (HIP, HIPIFY and ROCm docs, with their embeddings):
+short and cited, mixed lookup + docs, options as rows, Chinese fixed parts, "More" and --full."""
+
+from __future__ import annotations
+
+import re
+
+from fixtures_docs import IngestedDocs, paths
+
+from hipbot.agents.docs.compose import ANSWER_CHARS
+from hipbot.cli import main
+
+CITATION = re.compile(r"\[(\d)\]")
+
+
+def test_a_conceptual_answer_is_short_cited_and_keeps_the_passages_for_more(engine) -> None:
+    answer = engine.ask("Why should my kernels not assume a warp size of 32 on AMD GPUs?")
+    assert answer.mode == "extractive" and len(answer.answer) <= ANSWER_CHARS
+    cited = [int(n) for n in CITATION.findall(answer.answer)]
+    assert cited and max(cited) <= len(answer.sources)
+    assert answer.more.count("\n[") >= 2  # several full passages, numbered, behind "More"
+    assert answer.to_dict()["more"] == answer.more
+
+
+def test_a_question_that_asks_more_than_the_equivalent_gets_the_row_and_the_docs_with_versions(
+    engine,
+) -> None:
+    answer = engine.ask("is __shfl_down_sync supported in HIP?")
+    assert answer.apis[0]["cuda"] == "__shfl_down_sync" and answer.apis[0]["hip"] is None
+    # the table says not supported, the kernel language reference says since when and how
+    assert "not supported" in answer.answer
+    assert "HIP_ENABLE_WARP_SYNC_BUILTINS" in answer.answer and "6.2" in answer.answer
+    assert "HIP/docs/reference/kernel_language.rst" in paths(answer)
+
+
+def test_nvcc_flags_macros_and_environment_variables_are_lookups(engine) -> None:
+    rdc = engine.ask("what replaces nvcc's -rdc=true under hipcc?")
+    assert rdc.mode == "lookup" and "`--fgpu-rdc`" in rdc.answer and "relocatable" in rdc.answer
+    assert paths(rdc)[0] == "HIP/docs/how-to/hip_porting_guide.md"
+    log = engine.ask("What does AMD_LOG_LEVEL do?")
+    assert "`AMD_LOG_LEVEL` (environment variable)" in log.answer
+    macro = engine.ask("__HIP_PLATFORM_AMD__")
+    assert "`__HIP_PLATFORM_AMD__` (macro)" in macro.answer and "AMD" in macro.answer
+
+
+def test_a_chinese_question_gets_chinese_fixed_parts(engine) -> None:
+    none = engine.ask("cudaDeviceGetNvSciSyncAttributes 在 HIP 中对应什么？")
+    assert "没有 HIP 对应项" in none.answer and "`cudaDeviceGetNvSciSyncAttributes`" in none.answer
+    assert none.apis[0]["status"] == "unsupported"
+    english = engine.ask("is cudaDeviceGetNvSciSyncAttributes supported?")
+    assert "no HIP equivalent" in english.answer and "没有" not in english.answer
+
+
+def test_llm_work_on_amd_gpus_is_answered_from_the_rocm_docs(engine) -> None:
+    answer = engine.ask(
+        "How do I make vLLM use Composable Kernel flash attention instead of Triton on MI300X?"
+    )
+    assert "VLLM_USE_TRITON_FLASH_ATTN" in answer.answer
+    assert any(p.startswith("ROCm/docs/how-to/rocm-for-ai/") for p in paths(answer))
+    assert all(s["url"].startswith("https://github.com/ROCm/") for s in answer.sources)
+
+
+def test_rocm_docs_are_ingested_with_their_pinned_urls(ingested_docs: IngestedDocs, engine) -> None:
+    assert ingested_docs.first.documents >= 100
+    isolation = engine.urls["ROCm/docs/conceptual/gpu-isolation.md"]
+    assert isolation == (
+        "https://github.com/ROCm/ROCm/blob/e396b4898f459db094bfd60b876f419f77eb9f09/docs/conceptual/gpu-isolation.md"
+    )
+
+
+def test_ask_full_prints_the_passages_after_the_sources(
+    ingested_docs: IngestedDocs, monkeypatch, capsys
+) -> None:
+    settings = ingested_docs.settings
+    monkeypatch.setenv("HIPBOT_HOME", str(settings.home))
+    monkeypatch.setenv("HIPBOT_DB", str(settings.database))
+    monkeypatch.setenv("HIPBOT_DOCS", str(settings.docs))
+    assert main(["ask", "--full", "how do I turn on logging of HIP API calls?"]) == 0
+    out = capsys.readouterr().out
+    short, _, rest = out.partition("\nSources:\n")
+    assert short.strip() and "  [1] " in rest and "More from the docs:" in rest
+    assert main(["ask", "怎么打开 HIP 的日志？"]) == 0
+    assert "来源：" in capsys.readouterr().out
