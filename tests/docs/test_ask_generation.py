@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -29,14 +30,15 @@ def test_endpoint_url_and_model_are_discovered(llm_settings, vllm_server) -> Non
     assert served_model(llm_settings) == vllm_server.served_model_name
 
 
-def test_generated_answer_carries_the_retrieved_sources(llm_settings) -> None:
+def test_generated_answer_cites_only_retrieved_passages_or_falls_back(llm_settings) -> None:
     engine = Answerer(llm_settings)
     answer = engine.ask("How do I force HIP to use the NVIDIA platform?", k=3)
-    assert answer.mode == "generated"
+    # a small model may cite nothing it was given: the composed answer is then the answer
+    assert answer.mode in {"generated", "extractive"}
     paths = [s["path"] for s in answer.sources]
-    assert FAQ in paths and len(paths) <= 3
-    body, _, cited = answer.answer.partition("\n\nSources:\n")
-    assert body.strip() and FAQ in cited
+    assert FAQ in paths and answer.more
+    cited = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
+    assert cited and max(cited) <= len(answer.sources)
     # Exact lookups never go through the model.
     assert engine.ask("what replaces cudaMemcpyToSymbolAsync?").mode == "lookup"
 
