@@ -217,6 +217,7 @@ def run_hipbot(spec: Any, job_dir: Path, warmup: int) -> dict[str, Any]:
     from hipbot.jobs.finetune.trainer import write_job
 
     shutil.rmtree(job_dir, ignore_errors=True)
+    shutil.rmtree(spec.output_dir, ignore_errors=True)  # else a rerun resumes the finished job
     write_job(job_dir, spec)
     lines: list[dict[str, Any]] = []
     output: list[str] = []

@@ -318,18 +318,32 @@ def _save_adapter(model: Any, spec: JobSpec, output_dir: Path) -> None:
 
 
 def _trainer_class(spec: JobSpec) -> Any:
-    """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for."""
-    from transformers import Trainer
+    """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for, and the
+    examples in order (``disable_shuffling``) where TrainingArguments has no sampling strategy."""
+    from transformers import Trainer, TrainingArguments
 
+    base = Trainer
+    if (
+        spec.disable_shuffling
+        and "train_sampling_strategy" not in inspect.signature(TrainingArguments).parameters
+    ):
+
+        class InOrderTrainer(Trainer):
+            def _get_train_sampler(self, *args: Any, **kwargs: Any) -> Any:
+                from torch.utils.data import SequentialSampler
+
+                return SequentialSampler(self.train_dataset)
+
+        base = InOrderTrainer
     if spec.loraplus_lr_ratio is None:
-        return Trainer
+        return base
 
-    class LoraPlusTrainer(Trainer):
+    class LoraPlusTrainer(base):  # type: ignore[misc,valid-type]
         def create_optimizer(self, model: Any = None) -> Any:
             if self.optimizer is None:
                 from peft.optimizers import create_loraplus_optimizer
 
-                optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, self.model)
+                optimizer_cls, kwargs = base.get_optimizer_cls_and_kwargs(self.args, self.model)
                 kwargs.pop("lr", None)
                 self.optimizer = create_loraplus_optimizer(
                     self.model,
