@@ -415,64 +415,10 @@ def _model_and_data(
     return model, tokenizer, examples, collator
 
 
-def _selective_checkpointing(spec: JobSpec, model_config: dict[str, Any], world: int, gpu_gib: float) -> Any:
-    """A callback that, once transformers turned checkpointing on, leaves it on only for the
-    layers this GPU needs to recompute (``memory.checkpointed_layers``)."""
+def _progress(collator: Any, log_path: Path, world: int) -> Any:
+    """The callback that writes one JSON line per logged step; rank 0 writes the job's progress,
+    other ranks their own. Tokens are the collator's count (real tokens, no device sync)."""
     from transformers import TrainerCallback
-
-    from hipbot.jobs.finetune.fast.checkpoint import limit_checkpointing
-    from hipbot.jobs.finetune.memory import checkpointed_layers
-
-    layers = checkpointed_layers(spec, model_config, world, gpu_gib)
-
-    class SelectiveCheckpointing(TrainerCallback):
-        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-            done, total = limit_checkpointing(model, layers)
-            if _rank() == 0:
-                log.info(
-                    "gradient checkpointing: %d of %d layers recomputed (what %.0f GiB needs)",
-                    done,
-                    total,
-                    gpu_gib,
-                )
-
-    return SelectiveCheckpointing()
-
-
-def train(job_dir: Path | str) -> dict[str, Any]:
-    """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
-    import torch
-    from transformers import EarlyStoppingCallback, TrainerCallback, set_seed
-
-    from hipbot.jobs.finetune.fast.plan import decide
-    from hipbot.jobs.finetune.gpu import detect
-    from hipbot.jobs.finetune.memory import load_model_config
-
-    job_dir = Path(job_dir)
-    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
-    spec = JobSpec.model_validate(job["spec"])
-    output_dir = Path(job["output_dir"])
-    use_cpu = job.get("device") == "cpu" or not torch.cuda.is_available()
-    info = detect()
-    precision = spec.precision(bf16_supported=(not use_cpu and info.bf16))
-    if use_cpu and precision == "fp16":
-        precision = "fp32"
-    rank, world = _rank(), _world()
-    set_seed(spec.seed)
-    model_config = load_model_config(spec.model_name_or_path)
-    plan = decide(spec, str(model_config.get("model_type", "")), on_gpu=not use_cpu)
-    if rank == 0:
-        log.info("%s", plan.describe())
-    args = _training_arguments(spec, output_dir, precision, use_cpu, plan)
-    # Reading the device sets up the process group; DeepSpeed's own view of it must exist before
-    # loading, where ZeRO-3's zero.Init reads the world size (accelerate leaves it unset on CPU).
-    log.debug("rank %d of %d on %s", rank, world, args.device)
-    if spec.deepspeed and use_cpu:
-        import deepspeed
-
-        deepspeed.init_distributed(dist_backend="gloo")
-    model, tokenizer, examples, collator = _model_and_data(spec, job, plan, precision, use_cpu)
-    log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
 
     class Progress(TrainerCallback):
         """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
@@ -512,9 +458,48 @@ def train(job_dir: Path | str) -> dict[str, Any]:
             with log_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
 
-    callbacks: list[Any] = [Progress()]
+    return Progress()
+
+
+def train(job_dir: Path | str) -> dict[str, Any]:
+    """Run the job in ``job_dir`` (see ``write_job``) in this process; return the metrics."""
+    import torch
+    from transformers import EarlyStoppingCallback, set_seed
+
+    from hipbot.jobs.finetune.fast.checkpoint import selective_checkpointing
+    from hipbot.jobs.finetune.fast.plan import decide
+    from hipbot.jobs.finetune.gpu import detect
+    from hipbot.jobs.finetune.memory import load_model_config
+
+    job_dir = Path(job_dir)
+    job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
+    spec = JobSpec.model_validate(job["spec"])
+    output_dir = Path(job["output_dir"])
+    use_cpu = job.get("device") == "cpu" or not torch.cuda.is_available()
+    info = detect()
+    precision = spec.precision(bf16_supported=(not use_cpu and info.bf16))
+    if use_cpu and precision == "fp16":
+        precision = "fp32"
+    rank, world = _rank(), _world()
+    set_seed(spec.seed)
+    model_config = load_model_config(spec.model_name_or_path)
+    plan = decide(spec, str(model_config.get("model_type", "")), on_gpu=not use_cpu)
+    if rank == 0:
+        log.info("%s", plan.describe())
+    args = _training_arguments(spec, output_dir, precision, use_cpu, plan)
+    # Reading the device sets up the process group; DeepSpeed's own view of it must exist before
+    # loading, where ZeRO-3's zero.Init reads the world size (accelerate leaves it unset on CPU).
+    log.debug("rank %d of %d on %s", rank, world, args.device)
+    if spec.deepspeed and use_cpu:
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
+    model, tokenizer, examples, collator = _model_and_data(spec, job, plan, precision, use_cpu)
+    log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
+
+    callbacks: list[Any] = [_progress(collator, log_path, world)]
     if plan.active and spec.use_gradient_checkpointing and not use_cpu:
-        callbacks.append(_selective_checkpointing(spec, model_config, world, info.memory_gib))
+        callbacks.append(selective_checkpointing(spec, model_config, world, info.memory_gib))
     if spec.early_stopping_steps:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=spec.early_stopping_steps))
     trainer = _trainer_class(spec)(

@@ -9,7 +9,11 @@ depth, and lets the others keep their activations.
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def limit_checkpointing(model: Any, layers: int) -> tuple[int, int]:
@@ -25,3 +29,26 @@ def limit_checkpointing(model: Any, layers: int) -> tuple[int, int]:
         if index not in chosen:
             layer.gradient_checkpointing = False
     return len(chosen), total
+
+
+def selective_checkpointing(spec: Any, model_config: dict[str, Any], world: int, gpu_gib: float) -> Any:
+    """A Trainer callback that, once transformers turned checkpointing on, leaves it on only for
+    the layers this GPU needs to recompute (``memory.checkpointed_layers``)."""
+    from transformers import TrainerCallback
+
+    from hipbot.jobs.finetune.memory import checkpointed_layers
+
+    layers = checkpointed_layers(spec, model_config, world, gpu_gib)
+
+    class SelectiveCheckpointing(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            done, total = limit_checkpointing(model, layers)
+            if int(os.environ.get("RANK", "0")) == 0:
+                log.info(
+                    "gradient checkpointing: %d of %d layers recomputed (what %.0f GiB needs)",
+                    done,
+                    total,
+                    gpu_gib,
+                )
+
+    return SelectiveCheckpointing()
