@@ -104,6 +104,13 @@ def test_padding_free_batch_gives_the_padded_batch_loss() -> None:
     assert [row["seq_lens"] for row in packed] == [[17], [11, 4]]
     assert fast_model(**flat(packed)).loss.item() == pytest.approx(reference.item(), rel=1e-5)
     assert flat.tokens == 2 * 32
+    # examples of one length need no padding: rows as they are, SDPA's causal kernel
+    same = [{"input_ids": x["input_ids"][:4], "labels": x["labels"][:4]} for x in examples]
+    rows = flat(same)
+    assert rows["input_ids"].shape == (3, 4) and "cu_seq_lens_q" not in rows
+    assert fast_model(**rows).loss.item() == pytest.approx(
+        padded_model(**PaddedCollator(0)(same)).loss.item(), rel=1e-5
+    )
 
 
 @pytest.mark.parametrize("model_type", SUPPORTED)
