@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hipbot.agents.docs.compose import Composed, compose, dedupe_sources
+from hipbot.agents.docs.compose import Composed, compose, dedupe_sources, full_passages
 from hipbot.agents.docs.generate import generated
 from hipbot.agents.docs.labels import label, language_of
 from hipbot.agents.docs.lookup import (
@@ -282,6 +282,8 @@ class Answerer:
                     sources.extend(self.table_sources(row, False))
         note = self._docs_note(question, found)
         more = ""
+        if note is not None:
+            more = full_passages([note], [f.name.lower() for f in found], lang)
         if note is not None and not any("\u201c" in line and note.title in line for line in lines):
             names = [f.name for f in found]
             terms = list(dict.fromkeys(extra_terms(question, names) + [n.lower() for n in names]))
@@ -291,7 +293,6 @@ class Answerer:
             if said.cited:
                 body = re.sub(r" \[\d+\]", "", said.text)
                 lines.append(f"{label('see_also', lang)} {note.title} \u203a {note.section}: {body}")
-            more = said.more
             sources.append(note.source())
         return Answer("\n".join(lines).strip(), dedupe_sources(sources), "lookup", records, more)
 
