@@ -62,7 +62,9 @@ class TemplateRecord(BaseModel):
     special_tokens: dict[str, str] = {}
     stop: tuple[str, ...] = ()  # what the template writes after an answer (an eos, <|im_end|> ...)
     stop_token_ids: tuple[int, ...] = ()
-    probe_prompt: str  # the tokenizer's own rendering of ``probe_messages()`` (generation prompt on)
+    probe_prompt: (
+        str  # the tokenizer's own rendering of ``conversation(PROBE_QUESTION)`` (generation prompt on)
+    )
 
     @property
     def label(self) -> str:
@@ -81,8 +83,8 @@ class TemplateRecord(BaseModel):
     def conversation(
         self, prompt: str, history: Sequence[ChatMessage] = (), system: str | None = None
     ) -> list[ChatMessage]:
-        """The messages as training saw them: ``system`` (else ``default_system``) first, then the
-        earlier turns and the prompt."""
+        """The messages as training saw them: ``system`` (else ``default_system``) first unless the
+        earlier turns open with their own system turn, then those turns and the prompt."""
         system = system if system is not None else self.default_system
         head = [ChatMessage(role="system", content=system)] if system else []
         if history and history[0].role == "system":

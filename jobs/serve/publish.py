@@ -27,7 +27,7 @@ from hipbot.errors import HipbotError
 from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.template_record import PROBE_QUESTION
 from hipbot.jobs.serve.registry import Adapter, Registry, Server, validate_name
-from hipbot.jobs.serve.vllm_client import ServerDown, VllmClient
+from hipbot.jobs.serve.vllm_client import ServerDown, VllmClient, VllmRejected
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -390,9 +390,13 @@ def template_warning(client: VllmClient, adapter: Adapter, server: Server) -> st
         return ""
     trained = record.render(record.conversation(PROBE_QUESTION))
     plain = [{"role": "user", "content": PROBE_QUESTION}]
-    if client.tokenize(server.served_model, prompt=trained) == client.tokenize(
-        server.served_model, messages=plain
-    ):
+    try:
+        same = client.tokenize(server.served_model, prompt=trained) == client.tokenize(
+            server.served_model, messages=plain
+        )
+    except VllmRejected as exc:  # a server without /tokenize: the adapter is loaded all the same
+        return f"could not compare {adapter.name}'s trained prompt with {server.name}'s: {exc.message}"
+    if same:
         return ""
     system = f" with default_system {record.default_system!r}" if record.default_system else ""
     return (

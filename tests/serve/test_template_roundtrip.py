@@ -4,10 +4,12 @@ SmolLM2 is trained briefly on six fixed question/answer pairs four times: with t
 omitted, with ``default`` (Human:/Assistant:), with ``alpaca`` and with a family name (``phi4``) that
 selects the tokenizer's own template. Each adapter is published and asked every question, greedy:
 it must give its trained answers. The counter-check asks the same adapters through the plain chat
-endpoint, i.e. prompted with the server's template instead of the trained one: the ``default`` and
-``alpaca`` adapters then miss most answers, so the round trip is what makes them right.
+endpoint, i.e. prompted with the server's template instead of the trained one: the ``default``
+adapter then fails that same check (0 of 6), so the round trip is what makes it right; the two
+that trained with the tokenizer's own template answer alike both ways.
 
-The four trainings run once per module (``hipbot finetune run``, about 10 steps each).
+The four trainings run once per module (``hipbot finetune run``, 10 steps of the six pairs each;
+the time per step is in each variant's ``metrics.json``).
 """
 
 from __future__ import annotations
@@ -145,11 +147,13 @@ def test_published_adapters_answer_as_trained(trained: dict[str, Trained], vllm_
         print(f"  {as_trained}\n  {plain}")
     for name, (with_template, without) in counts.items():
         assert with_template >= MOST, (name, counts)
-        if name in ("default", "alpaca"):
-            # Counter-check: prompted with the server's own template these adapters miss most answers.
-            assert without < len(PAIRS) // 2, (name, counts)
-        else:
-            assert without == with_template, (name, counts)  # same template both ways
+        if name in ("omitted", "family"):
+            assert without == with_template, (name, counts)  # the same prompt both ways
+    # Counter-check: without the trained template the same check fails. Measured: `default` 0/6
+    # through the server's template; `alpaca` 5/6 (its "### Response:" prompt carries over to ChatML
+    # well enough, so it is only held to no better than as trained).
+    assert counts["default"][1] < MOST, counts
+    assert counts["alpaca"][1] <= counts["alpaca"][0], counts
     assert main(["chat", "--adapter", "tpl-alpaca", "--temperature", "0", PAIRS[0][0]]) == 0
     assert capsys.readouterr().out.strip() == PAIRS[0][1]
     for name in trained:
