@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from hipbot.errors import HipbotError
 
 if TYPE_CHECKING:
     from hipbot.jobs.finetune.backends import JobsBackend
+    from hipbot.jobs.finetune.memory import MemoryEstimate
+    from hipbot.jobs.finetune.spec import JobConfig, JobSpec
 
 
 @click.group()
@@ -28,10 +31,43 @@ def finetune() -> None:
     hipbot finetune run job.yaml             train here, no coordinator
     hipbot finetune submit job.yaml          queue on the coordinator for a worker
     hipbot finetune list | status ID | logs ID | cancel ID
+    hipbot finetune keys [KEY...]            what each config key does here
+
+    \b
+    validate, estimate, run and submit take overrides after the config (or
+    instead of it), as llamafactory-cli train does:
+    hipbot finetune run job.yaml learning_rate=1e-5 logging_steps=1
+    hipbot finetune run --model_name_or_path M --dataset D --lora_target q_proj,v_proj
     """
 
 
-def _estimate_for(spec: Any, n_gpus: int = 1, precision: str = "bf16") -> Any:
+# validate/estimate/run/submit: [CONFIG] [OVERRIDES]...; options click does not know reach ARGS
+OVERRIDABLE = {"ignore_unknown_options": True}
+config_and_overrides = click.argument(
+    "args", nargs=-1, type=click.UNPROCESSED, metavar="[CONFIG] [OVERRIDES]..."
+)
+
+
+def _load(args: tuple[str, ...]) -> JobConfig:
+    """The job config: the YAML file (the first word, when it is not an override) with the
+    overrides applied; an override naming one of this command's options says how to pass it."""
+    from hipbot.jobs.finetune.spec import load_job, parse_overrides
+
+    words = list(args)
+    config = Path(words.pop(0)) if words and not words[0].startswith("-") and "=" not in words[0] else None
+    command = click.get_current_context().command
+    own = {
+        name.lstrip("-").replace("-", "_")
+        for param in command.params
+        if isinstance(param, click.Option)
+        for name in param.opts
+    }
+    return load_job(config, parse_overrides(words, own_options=own))
+
+
+def _estimate_for(
+    spec: JobSpec, n_gpus: int = 1, precision: str = "bf16"
+) -> tuple[MemoryEstimate | None, dict[str, Any] | None]:
     from hipbot.jobs.finetune.memory import estimate, load_model_config
 
     try:
@@ -41,18 +77,23 @@ def _estimate_for(spec: Any, n_gpus: int = 1, precision: str = "bf16") -> Any:
     return estimate(spec, config, n_gpus, precision=precision), config
 
 
-@finetune.command()
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-def validate(config: Path) -> None:
-    """Check CONFIG (keys, values, combinations, vLLM servability, datasets)."""
-    from hipbot.jobs.finetune.datasets import dataset_problems
-    from hipbot.jobs.finetune.spec import SpecError, load_spec
+@finetune.command(context_settings=OVERRIDABLE)
+@config_and_overrides
+def validate(args: tuple[str, ...]) -> None:
+    """Check CONFIG with OVERRIDES (keys, values, combinations, vLLM servability, datasets).
 
-    spec = load_spec(config)
+    OVERRIDES are key=value, --key value or --key=value, as llamafactory-cli train takes them,
+    applied over CONFIG (or over the defaults without one); `hipbot finetune keys` lists the keys.
+    """
+    from hipbot.jobs.finetune.datasets import dataset_problems
+    from hipbot.jobs.finetune.spec import SpecError
+
+    job = _load(args)
+    spec = job.spec
     # datasets are checked where they are: a job whose data is attached later has no folder here
     problems = dataset_problems(spec) if Path(spec.dataset_dir).is_dir() else []
     if problems:
-        raise SpecError(problems, source=str(config))
+        raise SpecError(problems, source=job.source)
     click.echo(
         f"ok: {spec.model_name_or_path}, LoRA r={spec.lora_rank} alpha={spec.alpha} on {','.join(spec.lora_target)}"
     )
@@ -77,15 +118,13 @@ def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
             click.echo(f"{row.key:34} {row.kind:8} {row.help}{why}")
 
 
-@finetune.command("estimate")
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@finetune.command("estimate", context_settings=OVERRIDABLE)
+@config_and_overrides
 @click.option("--gpus", "n_gpus", type=int, default=1, show_default=True, help="GPUs the job would use.")
 @click.option("--json", "as_json", is_flag=True, help="Print the parts as JSON.")
-def estimate_cmd(config: Path, n_gpus: int, as_json: bool) -> None:
-    """Estimate the peak GPU memory of CONFIG from the model's config.json."""
-    from hipbot.jobs.finetune.spec import load_spec
-
-    spec = load_spec(config)
+def estimate_cmd(args: tuple[str, ...], n_gpus: int, as_json: bool) -> None:
+    """Estimate the peak GPU memory of CONFIG with OVERRIDES from the model's config.json."""
+    spec = _load(args).spec
     est, _ = _estimate_for(spec, n_gpus, spec.precision(True))
     if est is None:
         raise HipbotError(
@@ -94,23 +133,24 @@ def estimate_cmd(config: Path, n_gpus: int, as_json: bool) -> None:
     click.echo(json.dumps(est.as_dict(), indent=2) if as_json else est.summary())
 
 
-@finetune.command()
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@finetune.command(context_settings=OVERRIDABLE)
+@config_and_overrides
 @click.option("--nproc", type=int, default=None, help="Processes (one per GPU); default: every visible GPU.")
 @click.option("--cpu", is_flag=True, help="Train on the CPU (tiny models, tests).")
 @click.option("--allow-remote-code", is_flag=True, help="Let the config's trust_remote_code run model code.")
-def run(config: Path, nproc: int | None, cpu: bool, allow_remote_code: bool) -> None:
-    """Train CONFIG on this machine, no coordinator; the job is recorded in the local database."""
+def run(args: tuple[str, ...], nproc: int | None, cpu: bool, allow_remote_code: bool) -> None:
+    """Train CONFIG with OVERRIDES on this machine, no coordinator; the job (its effective config)
+    is recorded in the local database."""
     from tqdm import tqdm
 
     from hipbot.jobs.finetune.gpu import check_runnable, detect
     from hipbot.jobs.finetune.queue import JobQueue
     from hipbot.jobs.finetune.runner import run_child
-    from hipbot.jobs.finetune.spec import load_spec
     from hipbot.jobs.finetune.trainer import write_job
 
     settings = load_settings()
-    spec = load_spec(config)
+    loaded = _load(args)
+    spec = loaded.spec
     info = detect()
     if not info.gpus and not cpu:
         raise HipbotError("no GPU is visible to PyTorch", hint="pass --cpu to train a tiny model on the CPU")
@@ -118,10 +158,9 @@ def run(config: Path, nproc: int | None, cpu: bool, allow_remote_code: bool) -> 
     est, model_config = _estimate_for(spec, n_procs, spec.precision(info.bf16))
     check_runnable(info, spec, est.total_gib if est and info.gpus and not cpu else None, allow_cpu=cpu)
     queue = JobQueue.open(settings.database)
-    text = config.read_text(encoding="utf-8")
     job = queue.submit(
         spec,
-        text,
+        loaded.text,
         owner=getpass.getuser(),
         model_config=model_config,
         memory=est.as_dict() if est else None,
@@ -208,32 +247,37 @@ def _with_coordinator(f: Any) -> Any:
     return f
 
 
-@finetune.command()
-@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@finetune.command(context_settings=OVERRIDABLE)
+@config_and_overrides
 @click.option(
     "--dataset",
     "dataset_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Attach a dataset file.",
+    help="Attach a dataset file (the config key dataset: write dataset=NAME).",
 )
 @click.option("--priority", type=int, default=0)
 @click.option("--owner", default=None, help="Owner name (default: your login).")
 @_with_coordinator
 def submit(
-    config: Path,
+    args: tuple[str, ...],
     dataset_file: Path | None,
     priority: int,
     owner: str | None,
     url: str | None,
     token: str | None,
 ) -> None:
-    """Queue CONFIG on the coordinator; a worker whose GPUs fit it will run it."""
+    """Queue CONFIG with OVERRIDES on the coordinator; a worker whose GPUs fit it will run it."""
     if not (url or load_settings().coordinator_url):
         raise HipbotError(
             "no coordinator configured", hint="set HIPBOT_COORDINATOR_URL or use `hipbot finetune run`"
         )
+    if dataset_file is not None and not dataset_file.is_file():
+        raise HipbotError(
+            f"--dataset {dataset_file}: no such file; --dataset attaches a dataset file to the job",
+            hint=f"to set the config key dataset (names in dataset_info.json), write dataset={dataset_file}",
+        )
+    text = _load(args).text
     client = _jobs(url, token)
-    text = config.read_text(encoding="utf-8")
     data = dataset_file.read_bytes() if dataset_file else None
     reply = client.submit(
         text,
@@ -291,6 +335,9 @@ def status(job_id: int, url: str | None, token: str | None) -> None:
             click.echo(f"{key:16} {getattr(job, key)}")
     if job.metrics:
         click.echo(f"{'metrics':16} {json.dumps(job.metrics)}")
+    # the effective config (file + overrides) the job was recorded with: enough to rerun it
+    click.echo("config:")
+    click.echo(textwrap.indent(job.spec_yaml.rstrip("\n"), "  "))
 
 
 @finetune.command()

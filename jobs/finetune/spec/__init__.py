@@ -9,7 +9,8 @@ serve), so a user fixes a config in one round trip instead of one error per subm
   on every field; DeepSpeed presets.
 - ``keys`` (+ ``keys.yaml``): one table of every key, honoured, ignored or refused, with the reason.
 - ``checks``: combinations that cannot work, adapters vLLM could not serve.
-- ``parse``: YAML (text, mapping or file) to ``JobSpec``, every problem at once.
+- ``overrides``: ``key=value`` / ``--key value`` overrides, as LLaMA-Factory's command line takes them.
+- ``parse``: YAML (text, mapping or file, with overrides) to ``JobSpec``, every problem at once.
 """
 
 from hipbot.jobs.finetune.spec.keys import IGNORED_KEYS, KEYS, REFUSED_KEYS, KeyInfo
@@ -20,7 +21,16 @@ from hipbot.jobs.finetune.spec.models import (
     deepspeed_config,
     deepspeed_config_path,
 )
-from hipbot.jobs.finetune.spec.parse import SpecError, Validation, load_spec, parse_spec, validate_job
+from hipbot.jobs.finetune.spec.overrides import Overrides, RawConfig, apply_overrides, parse_overrides
+from hipbot.jobs.finetune.spec.parse import (
+    JobConfig,
+    SpecError,
+    Validation,
+    load_job,
+    load_spec,
+    parse_spec,
+    validate_job,
+)
 
 __all__ = [
     "DEEPSPEED_PRESETS",
@@ -28,13 +38,19 @@ __all__ = [
     "KEYS",
     "REFUSED_KEYS",
     "VLLM_MAX_LORA_RANK",
+    "JobConfig",
     "JobSpec",
     "KeyInfo",
+    "Overrides",
+    "RawConfig",
     "SpecError",
     "Validation",
+    "apply_overrides",
     "deepspeed_config",
     "deepspeed_config_path",
+    "load_job",
     "load_spec",
+    "parse_overrides",
     "parse_spec",
     "validate_job",
 ]
