@@ -235,7 +235,10 @@ def build_job_yaml(
         "dataset": dataset_name,
     }
     raw.update({k: v for k, v in overrides.items() if v is not None})
-    raw.update(extra or {})
+    if extra:  # key=value pairs, read as `hipbot finetune run CONFIG key=value` reads them
+        from hipbot.jobs.finetune.spec import apply_overrides, parse_overrides
+
+        raw = apply_overrides(raw, parse_overrides([f"{k}={v}" for k, v in extra.items()]).values)
     if dataset is not None and not raw.get("dataset"):
         from pathlib import PurePath
 

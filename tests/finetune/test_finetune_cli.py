@@ -148,3 +148,15 @@ def test_the_issue_command_lines_train_and_record_file_plus_overrides(
     recorded = yaml.safe_load(job.spec_yaml)
     assert recorded["deepspeed"] == "zero3_offload.json" and recorded["per_device_train_batch_size"] == 4
     assert (tmp_path / "out2" / "adapter_model.safetensors").is_file()
+
+
+def test_the_bot_reads_key_value_pairs_with_the_same_parser() -> None:
+    import yaml
+
+    from hipbot.bot.handlers.jobs import build_job_yaml
+
+    text = build_job_yaml(
+        "model_name_or_path: m\nsft_packing: true\nlora_rank: 8\n",
+        extra={"packing": "false", "lora_rank": "4"},
+    )
+    assert yaml.safe_load(text) == {"model_name_or_path": "m", "lora_rank": 4, "packing": False}
