@@ -92,7 +92,8 @@ def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (what Discord receives).")
 def commands_cmd(as_json: bool) -> None:
     """Print the command tree (names, options, permissions) without connecting."""
-    from hipbot.bot.discord_app import HipBot, command_tree_json
+    from hipbot.bot.discord_app import HipBot
+    from hipbot.bot.discord_commands import command_tree_json
     from hipbot.bot.state import BotState
 
     bot = HipBot(load_settings(), state=BotState.open(":memory:"))  # builds the tree; touches no file

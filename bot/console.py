@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.bot import handlers
+from hipbot.bot.commands import Args, Command, command, console_help
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import CONSOLE_ACTOR
 from hipbot.bot.replies import Button, Reply
@@ -24,16 +25,8 @@ from hipbot.errors import HipbotError
 PROMPT = "hipbot> "
 END_OF_PASTE = "."
 
-HELP = """commands (the same as in Discord):
-  /ask QUESTION                      porting answer with sources
-  /hipify [FILE] [--arch gfx90a]     convert CUDA (a file, or paste code and end with a line '.')
-  /convert                           paste a message; its code blocks are converted
-  /finetune CONFIG.yaml [--dataset FILE]   or  /finetune model=NAME dataset=FILE lora_rank=8 ...
-  /jobs [mine|all]   /job ID   /cancel ID   /models   /publish ADAPTER
-  /chat ADAPTER PROMPT               streams the reply
-  /workers   /ingest   /config [key=value ...]
-  /press N                           click button N of the last reply
-  /help   /quit
+CONSOLE_COMMANDS = (("/press N", "click button N of the last reply"), ("/help   /quit", ""))
+CONSOLE_NOTE = """/hipify and /convert without code read pasted lines up to a line '.';
 anything else is read like a mention: a question, or a ```cuda block to convert"""
 
 
@@ -52,6 +45,8 @@ class Console:
     def __post_init__(self) -> None:
         self.ctx = Context(settings=self.settings, state=self.state, actor=CONSOLE_ACTOR)
         self.out_dir = self.out_dir or self.settings.home / "console"
+        # Commands whose line the console reads itself (local files, --flags): Args.OWN in the table.
+        self._own: dict[str, Callable[[str], Reply]] = {"hipify": self._hipify, "finetune": self._finetune}
 
     # -- input ---------------------------------------------------------------------------------
     def _read_paste(self, first: str = "") -> str:
@@ -118,42 +113,45 @@ class Console:
         return True
 
     def command(self, name: str, rest: str) -> None:
-        ctx = self.ctx
+        """A command of the table, read from the rest of its line as its row's ``args`` say."""
         if name == "help":
-            self.write(HELP)
-        elif name == "ask":
-            self.show(handlers.ask(ctx, rest))
-        elif name == "hipify":
-            self.show(self._hipify(rest))
-        elif name == "convert":
-            self.show(handlers.convert_message(ctx, self._read_paste(rest)))
-        elif name == "finetune":
-            self.show(self._finetune(rest))
-        elif name == "jobs":
-            self.show(handlers.jobs(ctx, rest or "mine"))
-        elif name == "job":
-            self.show(handlers.job(ctx, _one_arg(rest, "/job ID")))
-        elif name == "cancel":
-            self.show(handlers.cancel(ctx, _one_arg(rest, "/cancel ID")))
-        elif name == "models":
-            self.show(handlers.models(ctx))
-        elif name == "publish":
-            self.show(handlers.publish(ctx, _one_arg(rest, "/publish ADAPTER")))
-        elif name == "chat":
-            adapter, _, prompt = rest.partition(" ")
-            if not adapter or not prompt.strip():
-                raise HipbotError("usage: /chat ADAPTER PROMPT", hint="/models lists the names")
-            self.stream(handlers.chat(ctx, adapter, prompt.strip()))
-        elif name == "workers":
-            self.show(handlers.workers(ctx))
-        elif name == "ingest":
-            self.show(handlers.ingest(ctx))
-        elif name == "config":
-            self.show(handlers.config(ctx, **_key_values(rest)))
-        elif name == "press":
+            self.write(console_help(CONSOLE_COMMANDS) + "\n" + CONSOLE_NOTE)
+            return
+        if name == "press":
             self.show(self._press(rest))
-        else:
+            return
+        row = command(name)
+        if not row.usage:
             raise HipbotError(f"unknown command /{name}", hint="/help lists the commands")
+        if row.args is Args.OWN:
+            result = self._own[row.name](rest)
+        else:
+            args, kwargs = self._arguments(row, rest)
+            result = row.handler(self.ctx, *args, **kwargs)
+        if row.stream is not None:
+            self.stream(result)
+        else:
+            self.show(result)
+
+    def _arguments(self, row: Command, rest: str) -> tuple[list[str], dict[str, Any]]:
+        """The handler's arguments after the context, read from the rest of the line."""
+        if row.args is Args.TEXT:
+            return [rest], {}
+        if row.args is Args.WORD:
+            return [_one_arg(rest, row.usage)], {}
+        if row.args is Args.OPTIONAL:
+            return ([rest] if rest else []), {}
+        if row.args is Args.WORD_TEXT:
+            word, _, text = rest.partition(" ")
+            if not word or not text.strip():
+                raise HipbotError(f"usage: {row.usage}", hint="/help lists the commands")
+            return [word, text.strip()], {}
+        if row.args is Args.PASTE:
+            return [self._read_paste(rest)], {}
+        if row.args is Args.KEY_VALUES:
+            keywords = {o.name: o.keyword for o in row.options}
+            return [], {keywords.get(k, k): v for k, v in _key_values(rest).items()}
+        return [], {}
 
     def _hipify(self, rest: str) -> Reply:
         args = shlex.split(rest) if rest else []

@@ -22,6 +22,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from hipbot.bot import handlers
+from hipbot.bot.discord_commands import register_commands
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import Actor
 from hipbot.bot.replies import MESSAGE_LIMIT, Reply, error_reply, fit, truncate
@@ -32,33 +33,7 @@ from hipbot.errors import HipbotError
 
 log = logging.getLogger("hipbot.discord")
 
-MAX_UPLOAD_READ = 50 * 1024 * 1024  # attachments larger than this are refused before downloading
 CHAT_EDIT_INTERVAL_S = 1.0
-ARCH_CHOICES = [
-    app_commands.Choice(name="gfx90a (MI200: MI210/MI250)", value="gfx90a"),
-    app_commands.Choice(name="gfx942 (MI300X/MI300A)", value="gfx942"),
-    app_commands.Choice(name="gfx908 (MI100)", value="gfx908"),
-    app_commands.Choice(name="gfx1100 (RX 7900, W7900)", value="gfx1100"),
-    app_commands.Choice(name="gfx1030 (RX 6800/6900, W6800)", value="gfx1030"),
-]
-
-# Who may run each command, as the bot enforces it (shown by `hipbot discord commands --json`).
-PERMISSIONS: dict[str, str] = {
-    "ask": "everyone; per-user cooldown (ask_cooldown_s)",
-    "hipify": "everyone; per-user cooldown (hipify_cooldown_s)",
-    "Convert to HIP": "everyone; shares the /hipify cooldown",
-    "finetune": "admins and the roles in finetune_roles; per-user and per-server quotas",
-    "jobs": "everyone",
-    "job": "everyone",
-    "cancel": "the job's owner, or admins",
-    "models": "everyone",
-    "chat": "everyone",
-    "publish": "the job's owner, or admins",
-    "workers": "admins (Manage Server or admin_roles)",
-    "ingest": "admins (Manage Server or admin_roles)",
-    "config": "everyone may view; admins change",
-    "help": "everyone",
-}
 
 
 def actor_from(
@@ -161,6 +136,24 @@ class HipBot(commands.Bot):
         if ephemeral:
             reply.ephemeral = True
         return reply, await send_reply(interaction, reply)
+
+    async def run_stream(
+        self,
+        interaction: discord.Interaction,
+        fn: Callable[..., Iterator[str]],
+        header: str,
+        **kwargs: Any,
+    ) -> None:
+        """Run a streaming handler (checked before it starts) and show its text as it comes."""
+        if not interaction.response.is_done():
+            await defer(interaction)
+        ctx = await self.context_for(interaction)
+        try:
+            chunks = await asyncio.to_thread(fn, ctx, **kwargs)
+        except HipbotError as exc:
+            await send_reply(interaction, error_reply(exc.message, exc.hint))
+            return
+        await stream_reply(interaction, chunks, header=header)
 
     async def _on_tree_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
@@ -302,16 +295,6 @@ class HipBot(commands.Bot):
         return edited
 
 
-async def _read_attachment(attachment: discord.Attachment, limit: int = MAX_UPLOAD_READ) -> tuple[str, bytes]:
-    if attachment.size > limit:
-        raise HipbotError(
-            f"{attachment.filename} is {attachment.size // (1024 * 1024)} MiB; the bot reads files up to "
-            f"{limit // (1024 * 1024)} MiB",
-            hint="use the hipbot CLI for big files",
-        )
-    return attachment.filename, await attachment.read()
-
-
 async def stream_reply(interaction: discord.Interaction, chunks: Iterator[str], header: str = "") -> str:
     """Show a streamed answer by editing the reply about once a second; past 2000 characters the
     text continues in a new follow-up message that is edited in turn. Returns the whole text."""
@@ -376,250 +359,3 @@ async def _edit_page(interaction: discord.Interaction, message: Any, content: st
         await interaction.edit_original_response(content=truncate(content, MESSAGE_LIMIT))
     else:
         await message.edit(content=truncate(content, MESSAGE_LIMIT))
-
-
-def register_commands(bot: HipBot) -> None:
-    """Build the application-command tree on ``bot.tree``."""
-    tree = bot.tree
-
-    @tree.command(
-        name="ask", description="Answer a CUDA->HIP porting question from the HIP docs, with sources"
-    )
-    @app_commands.describe(
-        question="e.g. what replaces cudaMemcpyToSymbolAsync?",
-        thread="open a thread on the answer for follow-up questions",
-    )
-    async def ask_cmd(
-        interaction: discord.Interaction, question: app_commands.Range[str, 1, 2000], thread: bool = False
-    ) -> None:
-        reply, sent = await bot.run_handler(interaction, handlers.ask, question)
-        answer_id = reply.meta.get("answer_id")
-        if answer_id is None or not sent or sent[0] is None:
-            return
-        await asyncio.to_thread(bot.state.set_answer_location, answer_id, message_id=sent[0].id)
-        channel = interaction.channel
-        if thread and isinstance(channel, discord.TextChannel):
-            try:
-                started = await channel.create_thread(
-                    name=truncate(question, 90), message=sent[0], auto_archive_duration=1440
-                )
-            except discord.HTTPException as exc:
-                log.warning("cannot open a thread for answer %s: %s", answer_id, exc)
-                return
-            await asyncio.to_thread(
-                bot.state.set_answer_location, answer_id, message_id=sent[0].id, thread_id=started.id
-            )
-
-    @tree.command(name="hipify", description="Convert CUDA code to HIP, with AMD porting lints")
-    @app_commands.describe(
-        code="CUDA source (or attach a file)",
-        file="a .cu, .cuh, .cpp or .h file",
-        arch="compile the result for this AMD GPU with hipcc",
-    )
-    @app_commands.choices(arch=ARCH_CHOICES)
-    async def hipify_cmd(
-        interaction: discord.Interaction,
-        code: str | None = None,
-        file: discord.Attachment | None = None,
-        arch: app_commands.Choice[str] | None = None,
-    ) -> None:
-        await defer(interaction)
-        try:
-            attachment = None
-            if file is not None:
-                handlers.check_code_filename(file.filename)
-                attachment = await _read_attachment(file, handlers.MAX_CODE_BYTES)
-        except HipbotError as exc:
-            await send_reply(interaction, error_reply(exc.message, exc.hint))
-            return
-        await bot.run_handler(
-            interaction, handlers.hipify, code, attachment=attachment, arch=arch.value if arch else None
-        )
-
-    @tree.context_menu(name="Convert to HIP")
-    async def convert_menu(interaction: discord.Interaction, message: discord.Message) -> None:
-        await defer(interaction)
-        files = [
-            await _read_attachment(a, handlers.MAX_CODE_BYTES)
-            for a in message.attachments
-            if a.filename.lower().endswith(handlers.CODE_EXTENSIONS) and a.size <= handlers.MAX_CODE_BYTES
-        ]
-        await bot.run_handler(interaction, handlers.convert_message, message.content, files)
-
-    @tree.command(name="finetune", description="Start a LoRA fine-tune on the community GPUs")
-    @app_commands.describe(
-        config="a LLaMA-Factory train YAML (or give the options below)",
-        dataset="a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)",
-        model="base model (model_name_or_path)",
-        dataset_name="a dataset name from the hub or dataset_info.json",
-        lora_rank="LoRA rank (8, 16, 32, 64 ...)",
-        lora_target="all, or modules such as q_proj,v_proj",
-        epochs="num_train_epochs",
-    )
-    @app_commands.guild_only()
-    async def finetune_cmd(
-        interaction: discord.Interaction,
-        config: discord.Attachment | None = None,
-        dataset: discord.Attachment | None = None,
-        model: str | None = None,
-        dataset_name: str | None = None,
-        lora_rank: app_commands.Range[int, 1, 512] | None = None,
-        lora_target: str | None = None,
-        epochs: app_commands.Range[float, 0.01, 100.0] | None = None,
-    ) -> None:
-        await defer(interaction)
-        try:
-            yaml_text = None
-            if config is not None:
-                name, data = await _read_attachment(config, 256 * 1024)
-                yaml_text = data.decode("utf-8", errors="strict")
-            data_file = await _read_attachment(dataset) if dataset is not None else None
-        except UnicodeDecodeError:
-            await send_reply(
-                interaction, error_reply("the config file is not UTF-8 text", "attach the .yaml file")
-            )
-            return
-        except HipbotError as exc:
-            await send_reply(interaction, error_reply(exc.message, exc.hint))
-            return
-        reply, sent = await bot.run_handler(
-            interaction,
-            handlers.finetune,
-            yaml_text=yaml_text,
-            dataset=data_file,
-            model=model,
-            dataset_name=dataset_name,
-            lora_rank=lora_rank,
-            lora_target=lora_target,
-            epochs=epochs,
-        )
-        job_id = reply.meta.get("job_id")
-        if job_id and sent and sent[-1] is not None:
-            await bot.link_status_message(interaction, job_id, sent[-1])
-
-    @tree.command(name="jobs", description="List fine-tune jobs")
-    @app_commands.choices(
-        scope=[app_commands.Choice(name="mine", value="mine"), app_commands.Choice(name="all", value="all")]
-    )
-    async def jobs_cmd(
-        interaction: discord.Interaction, scope: app_commands.Choice[str] | None = None
-    ) -> None:
-        await bot.run_handler(interaction, handlers.jobs, scope.value if scope else "mine", ephemeral=True)
-
-    @tree.command(name="job", description="Show one fine-tune job")
-    async def job_cmd(interaction: discord.Interaction, job_id: str) -> None:
-        await bot.run_handler(interaction, handlers.job, job_id)
-
-    @tree.command(name="cancel", description="Cancel a fine-tune job (yours, or any as admin)")
-    async def cancel_cmd(interaction: discord.Interaction, job_id: str) -> None:
-        await bot.run_handler(interaction, handlers.cancel, job_id)
-
-    async def job_autocomplete(
-        interaction: discord.Interaction, current: str
-    ) -> list[app_commands.Choice[str]]:
-        ctx = await bot.context_for(interaction)
-        choices = await asyncio.to_thread(handlers.job_choices, ctx, current)
-        return [app_commands.Choice(name=label, value=value) for label, value in choices[:25]]
-
-    job_cmd.autocomplete("job_id")(job_autocomplete)
-    cancel_cmd.autocomplete("job_id")(job_autocomplete)
-
-    @tree.command(name="help", description="What hipbot can do")
-    async def help_cmd(interaction: discord.Interaction) -> None:
-        reply = handlers.help_reply()
-        reply.ephemeral = True
-        await send_reply(interaction, reply)
-
-    @tree.command(name="models", description="Published adapters and base models")
-    async def models_cmd(interaction: discord.Interaction) -> None:
-        await bot.run_handler(interaction, handlers.models)
-
-    @tree.command(name="chat", description="Chat with a published adapter or a base model")
-    @app_commands.describe(adapter="adapter or base model name (see /models)", prompt="your message")
-    async def chat_cmd(
-        interaction: discord.Interaction, adapter: str, prompt: app_commands.Range[str, 1, 4000]
-    ) -> None:
-        await defer(interaction)
-        ctx = await bot.context_for(interaction)
-        try:
-            chunks = await asyncio.to_thread(handlers.chat, ctx, adapter, prompt)
-        except HipbotError as exc:
-            await send_reply(interaction, error_reply(exc.message, exc.hint))
-            return
-        await stream_reply(interaction, chunks, header=f"**{adapter}**: ")
-
-    @chat_cmd.autocomplete("adapter")
-    async def chat_adapter_autocomplete(
-        interaction: discord.Interaction, current: str
-    ) -> list[app_commands.Choice[str]]:
-        names = await asyncio.to_thread(handlers.model_names, bot.settings)
-        return [app_commands.Choice(name=n, value=n) for n in names if current.lower() in n.lower()][:25]
-
-    @tree.command(name="publish", description="Publish a finished adapter to the vLLM servers")
-    async def publish_cmd(interaction: discord.Interaction, adapter: str) -> None:
-        await bot.run_handler(interaction, handlers.publish, adapter)
-
-    @tree.command(name="workers", description="Registered GPU workers (admin)")
-    @app_commands.guild_only()
-    # Hidden from members without Manage Server; server owners can grant it to roles in
-    # Discord's Integrations settings. The bot still checks its own admin roles.
-    @app_commands.default_permissions(manage_guild=True)
-    async def workers_cmd(interaction: discord.Interaction) -> None:
-        await bot.run_handler(interaction, handlers.workers, ephemeral=True)
-
-    @tree.command(name="ingest", description="Re-read the HIP docs into the answers database (admin)")
-    @app_commands.guild_only()
-    # Hidden like /workers.
-    @app_commands.default_permissions(manage_guild=True)
-    async def ingest_cmd(interaction: discord.Interaction) -> None:
-        await bot.run_handler(interaction, handlers.ingest, ephemeral=True)
-
-    @tree.command(name="config", description="This server's bot settings (admins change them)")
-    @app_commands.describe(
-        finetune_roles="roles allowed to start fine-tunes (names or ids, comma separated; 'everyone' for all)",
-        admin_roles="roles with admin rights in the bot",
-        max_running_per_user="fine-tunes a user may have queued or running",
-        max_daily_per_user="fine-tunes a user may start per 24 h",
-        max_running_per_guild="fine-tunes this server may have queued or running",
-        max_daily_per_guild="fine-tunes this server may start per 24 h",
-        notice_channel="channel for job status messages",
-        ask_cooldown_s="seconds between two /ask of one user",
-        hipify_cooldown_s="seconds between two /hipify of one user",
-    )
-    @app_commands.guild_only()
-    async def config_cmd(
-        interaction: discord.Interaction,
-        finetune_roles: str | None = None,
-        admin_roles: str | None = None,
-        max_running_per_user: app_commands.Range[int, 0, 100] | None = None,
-        max_daily_per_user: app_commands.Range[int, 0, 1000] | None = None,
-        max_running_per_guild: app_commands.Range[int, 0, 1000] | None = None,
-        max_daily_per_guild: app_commands.Range[int, 0, 10000] | None = None,
-        notice_channel: discord.TextChannel | None = None,
-        ask_cooldown_s: app_commands.Range[float, 0, 3600] | None = None,
-        hipify_cooldown_s: app_commands.Range[float, 0, 3600] | None = None,
-    ) -> None:
-        await bot.run_handler(
-            interaction,
-            handlers.config,
-            ephemeral=True,
-            finetune_roles=finetune_roles,
-            admin_roles=admin_roles,
-            max_running_per_user=max_running_per_user,
-            max_daily_per_user=max_daily_per_user,
-            max_running_per_guild=max_running_per_guild,
-            max_daily_per_guild=max_daily_per_guild,
-            notice_channel_id=notice_channel.id if notice_channel else None,
-            ask_cooldown_s=ask_cooldown_s,
-            hipify_cooldown_s=hipify_cooldown_s,
-        )
-
-
-def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
-    """The command tree as Discord receives it, plus who may run each command."""
-    out = []
-    for command in bot.tree.get_commands():
-        data = command.to_dict(bot.tree)
-        data["hipbot_permission"] = PERMISSIONS.get(command.name, "everyone")
-        out.append(data)
-    return out

@@ -8,7 +8,7 @@ without loading torch or the embedding model. Handlers are synchronous and may b
 translation, SQLite): the Discord layer runs them in a thread.
 """
 
-from hipbot.bot.handlers.admin import config, help_reply, ingest, workers
+from hipbot.bot.handlers.admin import config, ingest, workers
 from hipbot.bot.handlers.ask import SOURCES_SHOWN, answer_reply, ask, more_sources, vote, warm_up
 from hipbot.bot.handlers.common import Context, safe
 from hipbot.bot.handlers.hipify import (
@@ -30,7 +30,7 @@ from hipbot.bot.handlers.jobs import (
     jobs,
 )
 from hipbot.bot.handlers.messages import mention, press
-from hipbot.bot.handlers.serve import chat, model_names, models, publish
+from hipbot.bot.handlers.serve import chat, model_choices, model_names, models, publish
 
 __all__ = [
     "CODE_EXTENSIONS",
@@ -48,7 +48,6 @@ __all__ = [
     "convert_message",
     "extract_code_blocks",
     "finetune",
-    "help_reply",
     "hipify",
     "ingest",
     "job",
@@ -56,6 +55,7 @@ __all__ = [
     "job_status",
     "jobs",
     "mention",
+    "model_choices",
     "model_names",
     "models",
     "more_sources",

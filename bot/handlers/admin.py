@@ -1,4 +1,4 @@
-"""Admin commands (/config, /ingest, /workers) and /help."""
+"""Admin commands: /config, /ingest, /workers."""
 
 from __future__ import annotations
 
@@ -75,30 +75,6 @@ def ingest(ctx: Context) -> Reply:
     summary = docs_ingest.ingest(ctx.settings, progress=False)
     ctx.audit("ingest", **summary.to_dict())
     return Reply(embeds=[Embed(title="Docs ingested", description=str(summary), color=COLOR_OK)])
-
-
-# -- help -------------------------------------------------------------------------------------------
-
-COMMAND_HELP: dict[str, str] = {
-    "ask": "answer a CUDA->HIP porting question, with sources",
-    "hipify": "convert CUDA code (pasted or attached) to HIP, with AMD lints; arch runs hipcc",
-    "finetune": "start a LoRA fine-tune (YAML attachment or the main options)",
-    "jobs": "list fine-tune jobs (mine or all)",
-    "job": "show one job",
-    "cancel": "cancel a job (your own, or any as admin)",
-    "models": "published adapters and base models",
-    "chat": "chat with an adapter or base model",
-    "publish": "publish a finished adapter to the vLLM servers",
-    "workers": "registered GPU workers (admin)",
-    "ingest": "re-read the HIP docs (admin)",
-    "config": "this server's bot settings (admin to change)",
-}
-
-
-def help_reply() -> Reply:
-    lines = [f"`/{name}` — {text}" for name, text in COMMAND_HELP.items()]
-    lines.append("Mention me with a question, or with a ```cuda block to convert it.")
-    return Reply(embeds=[Embed(title="hipbot commands", description="\n".join(lines), color=COLOR_INFO)])
 
 
 def workers(ctx: Context) -> Reply:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from hipbot.bot import permissions
 from hipbot.bot.handlers.common import COLOR_INFO, Context
 from hipbot.bot.replies import Button, Embed, Field, Link, Reply, truncate
 from hipbot.config import Settings
@@ -37,7 +36,7 @@ def ask(ctx: Context, question: str, *, k: int = 8) -> Reply:
     from hipbot.agents.docs.answers import check_question
 
     question = check_question(question or "", example='/ask question:"what replaces cudaMemcpyAsync?"')
-    permissions.check_cooldown(ctx.state, ctx.actor, "ask", ctx.config.ask_cooldown_s)
+    ctx.check_cooldown("ask")
     from hipbot.agents.docs import answers
 
     query = _question_with_context(ctx, question)

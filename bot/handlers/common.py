@@ -37,6 +37,14 @@ class Context:
             self._config = self.state.guild_config(self.actor.guild_id)
         return self._config
 
+    def check_cooldown(self, command: str) -> None:
+        """Refuse when this user ran ``command`` too recently; the command table names the setting."""
+        from hipbot.bot.commands import command as table_row  # the table imports the handlers
+
+        setting = table_row(command).cooldown
+        if setting is not None:
+            permissions.check_cooldown(self.state, self.actor, command, getattr(self.config, setting))
+
     def audit(self, action: str, target: str = "", **detail: Any) -> None:
         self.state.audit(
             action,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
-from hipbot.bot import permissions
 from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
 from hipbot.bot.replies import Embed, Field, Reply, code_reply_parts, truncate
 from hipbot.errors import HipbotError
@@ -39,10 +38,11 @@ def check_code_filename(name: str) -> None:
 
 
 def _output_name(name: str) -> str:
-    path = PurePath(name)
-    if path.suffix.lower() in (".cu", ".cpp", ".cc", ".cxx", ".c", ""):
-        return f"{path.stem or 'snippet'}.hip"
-    return path.name  # headers keep their name, as hipify-clang does
+    """The translation's file name, as ``hipbot hipify --o-dir`` names it: ``x.cu`` -> ``x.hip``,
+    other sources and headers keep their name."""
+    from hipbot.agents.hipify.translate import output_path
+
+    return output_path(Path(PurePath(name).name), None, Path(), False).name
 
 
 def hipify(
@@ -63,7 +63,7 @@ def hipify(
         raise HipbotError(
             "there is no code to convert", hint="paste CUDA in the code option or attach a .cu file"
         )
-    permissions.check_cooldown(ctx.state, ctx.actor, "hipify", ctx.config.hipify_cooldown_s)
+    ctx.check_cooldown("hipify")
     return _translate_reply(code, filename or "snippet.cu", arch)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from hipbot.bot.handlers.admin import help_reply
 from hipbot.bot.handlers.ask import ask, more_sources, vote
 from hipbot.bot.handlers.common import Context
 from hipbot.bot.handlers.hipify import CODE_EXTENSIONS, convert_message, extract_code_blocks
@@ -22,6 +21,8 @@ def mention(ctx: Context, content: str, attachments: list[tuple[str, bytes]] | N
     if blocks or any(n.lower().endswith(CODE_EXTENSIONS) for n, _ in attachments or []):
         return convert_message(ctx, text, attachments)
     if not text:
+        from hipbot.bot.commands import help_reply  # the table imports the handlers
+
         return help_reply()
     return ask(ctx, text)
 

@@ -132,3 +132,8 @@ def publish(ctx: Context, adapter: str) -> Reply:
         text=f"🚀 `{entry.name}` is live: chat with `/chat adapter:{entry.name}`",
         embeds=[Embed(title=f"Published {entry.name}", description="\n".join(lines), color=COLOR_OK)],
     )
+
+
+def model_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
+    """(name, name) of what one can chat with whose name contains ``current``, for autocompletion."""
+    return [(n, n) for n in model_names(ctx.settings) if current.lower() in n.lower()]

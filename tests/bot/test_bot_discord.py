@@ -19,7 +19,8 @@ import pytest
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 from fixtures_finetune import write_config_only_model
 
-from hipbot.bot.discord_app import HipBot, command_tree_json
+from hipbot.bot.discord_app import HipBot
+from hipbot.bot.discord_commands import command_tree_json
 from hipbot.bot.state import BotState, GuildConfig
 from hipbot.config import load_settings
 

@@ -1,0 +1,235 @@
+"""The Discord application-command tree, built from the command table (``commands.COMMANDS``).
+
+A row becomes a slash command (or a message context-menu) whose options, descriptions, choices,
+ranges, autocompletion, guild-only and hidden flags come from the row. Its callback reads the
+options (attachments are downloaded, choices and channels become plain values) and runs the handler
+through ``HipBot.run_handler``; the row's flags add what some commands do after the reply: open a
+thread on it, stream it, or link it to the fine-tune job it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Optional
+
+import discord
+from discord import app_commands
+
+from hipbot.bot.commands import COMMANDS, Command, Kind, Option, command
+from hipbot.bot.handlers import safe
+from hipbot.bot.replies import Reply, error_reply, truncate
+from hipbot.bot.views import defer, send_reply
+from hipbot.errors import HipbotError
+
+if TYPE_CHECKING:
+    from hipbot.bot.discord_app import HipBot
+
+log = logging.getLogger("hipbot.discord")
+
+THREAD_OPTION = "thread"
+_TYPES: dict[Kind, type] = {
+    Kind.TEXT: str,
+    Kind.INT: int,
+    Kind.FLOAT: float,
+    Kind.BOOL: bool,
+    Kind.FILE: discord.Attachment,
+    Kind.CHANNEL: discord.TextChannel,
+}
+
+
+def register_commands(bot: HipBot) -> None:
+    """Build the application-command tree on ``bot.tree``, one command per row of the table."""
+    for row in COMMANDS:
+        bot.tree.add_command(_context_menu(bot, row) if row.menu else _slash_command(bot, row))
+
+
+def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
+    """The command tree as Discord receives it, plus who may run each command."""
+    out = []
+    for cmd in bot.tree.get_commands():
+        data = cmd.to_dict(bot.tree)
+        data["hipbot_permission"] = command(cmd.name).who
+        out.append(data)
+    return out
+
+
+async def read_attachment(attachment: discord.Attachment, limit: int) -> tuple[str, bytes]:
+    if attachment.size > limit:
+        raise HipbotError(
+            f"{attachment.filename} is {attachment.size // (1024 * 1024)} MiB; the bot reads files up to "
+            f"{limit // (1024 * 1024)} MiB",
+            hint="use the hipbot CLI for big files",
+        )
+    return attachment.filename, await attachment.read()
+
+
+# -- building --------------------------------------------------------------------------------------
+
+
+def _annotation(option: Option) -> Any:
+    base: Any = _TYPES[option.kind]
+    if option.choices:
+        base = app_commands.Choice[str]
+    elif option.min is not None or option.max is not None:
+        base = app_commands.Range[base, option.min, option.max]
+    return base if option.required else Optional[base]  # noqa: UP045 (a Range is not a type: no `|`)
+
+
+def _signature(row: Command) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("interaction", kind, annotation=discord.Interaction)]
+    for option in row.options:
+        default = inspect.Parameter.empty if option.required else None
+        params.append(inspect.Parameter(option.name, kind, annotation=_annotation(option), default=default))
+    if row.thread:
+        params.append(inspect.Parameter(THREAD_OPTION, kind, annotation=bool, default=False))
+    return inspect.Signature(params)
+
+
+def _slash_command(bot: HipBot, row: Command) -> app_commands.Command[Any, ..., None]:
+    async def callback(interaction: discord.Interaction, **values: Any) -> None:
+        await _run(bot, row, interaction, values)
+
+    callback.__signature__ = _signature(row)  # type: ignore[attr-defined]
+    descriptions = {o.name: o.description for o in row.options if o.description}
+    if row.thread:
+        descriptions[THREAD_OPTION] = "open a thread on the answer for follow-up questions"
+    if descriptions:
+        app_commands.describe(**descriptions)(callback)
+    choices = {
+        o.name: [app_commands.Choice(name=label, value=value) for label, value in o.choices]
+        for o in row.options
+        if o.choices
+    }
+    if choices:
+        app_commands.choices(**choices)(callback)
+    if row.guild_only:
+        app_commands.guild_only()(callback)
+    if row.hidden:
+        # Hidden from members without Manage Server; server owners can grant it to roles in
+        # Discord's Integrations settings. The bot still checks its own admin roles.
+        app_commands.default_permissions(manage_guild=True)(callback)
+    slash = app_commands.Command(name=row.name, description=row.help, callback=callback)
+    for option in row.options:
+        if option.complete is not None:
+            slash.autocomplete(option.name)(_completer(bot, option.complete))
+    return slash
+
+
+def _completer(
+    bot: HipBot, complete: Callable[..., list[tuple[str, str]]]
+) -> Callable[..., Coroutine[Any, Any, list[app_commands.Choice[str]]]]:
+    async def autocomplete(interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        ctx = await bot.context_for(interaction)
+        choices = await asyncio.to_thread(complete, ctx, current)
+        return [app_commands.Choice(name=label, value=value) for label, value in choices[:25]]
+
+    return autocomplete
+
+
+def _context_menu(bot: HipBot, row: Command) -> app_commands.ContextMenu:
+    """A message menu: the handler gets the message's text and those of its files the row's FILE
+    option accepts."""
+    file_option = next(o for o in row.options if o.kind is Kind.FILE)
+
+    async def callback(interaction: discord.Interaction, message: discord.Message) -> None:
+        await defer(interaction)
+        files = [
+            await read_attachment(a, file_option.max_bytes)
+            for a in message.attachments
+            if a.size <= file_option.max_bytes and _name_ok(file_option, a.filename)
+        ]
+        await bot.run_handler(interaction, row.handler, message.content, files)
+
+    return app_commands.ContextMenu(name=row.title, callback=callback)
+
+
+def _name_ok(option: Option, name: str) -> bool:
+    if option.check is None:
+        return True
+    try:
+        option.check(name)
+    except HipbotError:
+        return False
+    return True
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+async def _run(bot: HipBot, row: Command, interaction: discord.Interaction, values: dict[str, Any]) -> None:
+    if row.quick:
+        reply = safe(row.handler, await bot.context_for(interaction))
+        reply.ephemeral = reply.ephemeral or row.ephemeral
+        await send_reply(interaction, reply)
+        return
+    await defer(interaction, ephemeral=row.ephemeral)
+    try:
+        kwargs = {
+            o.keyword: await _value(o, values[o.name]) for o in row.options if values.get(o.name) is not None
+        }
+    except HipbotError as exc:
+        await send_reply(interaction, error_reply(exc.message, exc.hint))
+        return
+    if row.stream is not None:
+        await bot.run_stream(interaction, row.handler, row.stream.format(**kwargs), **kwargs)
+        return
+    reply, sent = await bot.run_handler(interaction, row.handler, ephemeral=row.ephemeral, **kwargs)
+    first = row.options[0].keyword if row.options else ""
+    if "answer_id" in reply.meta and sent and sent[0] is not None:
+        await _place_answer(
+            bot, interaction, reply, sent[0], values.get(THREAD_OPTION), str(kwargs.get(first))
+        )
+    job_id = reply.meta.get("job_id")
+    if row.follow_job and job_id and sent and sent[-1] is not None:
+        await bot.link_status_message(interaction, job_id, sent[-1])
+
+
+async def _value(option: Option, value: Any) -> Any:
+    """An option as the handler takes it."""
+    if isinstance(value, app_commands.Choice):
+        return value.value
+    if isinstance(value, discord.abc.GuildChannel):
+        return value.id
+    if not isinstance(value, discord.Attachment):
+        return value
+    if option.check is not None:
+        option.check(value.filename)
+    name, data = await read_attachment(value, option.max_bytes)
+    if not option.decode:
+        return name, data
+    try:
+        return data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise HipbotError(
+            f"the {option.name} file is not UTF-8 text", hint=f"attach the {option.name} as a UTF-8 text file"
+        ) from None
+
+
+async def _place_answer(
+    bot: HipBot,
+    interaction: discord.Interaction,
+    reply: Reply,
+    message: discord.Message,
+    thread: bool | None,
+    title: str,
+) -> None:
+    """Remember which message shows the answer, and open a thread on it when asked."""
+    answer_id = reply.meta["answer_id"]
+    await asyncio.to_thread(bot.state.set_answer_location, answer_id, message_id=message.id)
+    channel = interaction.channel
+    if not thread or not isinstance(channel, discord.TextChannel):
+        return
+    try:
+        started = await channel.create_thread(
+            name=truncate(title, 90), message=message, auto_archive_duration=1440
+        )
+    except discord.HTTPException as exc:
+        log.warning("cannot open a thread for answer %s: %s", answer_id, exc)
+        return
+    await asyncio.to_thread(
+        bot.state.set_answer_location, answer_id, message_id=message.id, thread_id=started.id
+    )
