@@ -40,7 +40,7 @@ def check_code_filename(name: str) -> None:
 def _output_name(name: str) -> str:
     """The translation's file name, as ``hipbot hipify --o-dir`` names it: ``x.cu`` -> ``x.hip``,
     other sources and headers keep their name."""
-    from hipbot.agents.hipify.translate import output_path
+    from hipbot.agents.hipify.tree import output_path
 
     return output_path(Path(PurePath(name).name), None, Path(), False).name
 
