@@ -10,6 +10,7 @@ serve), so a user fixes a config in one round trip instead of one error per subm
 - ``keys`` (+ ``keys.yaml``): one table of every key, honoured, ignored or refused, with the reason.
 - ``checks``: combinations that cannot work, adapters vLLM could not serve.
 - ``overrides``: ``key=value`` / ``--key value`` overrides, as LLaMA-Factory's command line takes them.
+- ``safe_yaml``: YAML from strangers within bounds (size, aliases, expanded size).
 - ``parse``: YAML (text, mapping or file, with overrides) to ``JobSpec``, every problem at once.
 """
 
@@ -31,10 +32,12 @@ from hipbot.jobs.finetune.spec.parse import (
     parse_spec,
     validate_job,
 )
+from hipbot.jobs.finetune.spec.safe_yaml import MAX_SPEC_BYTES, YamlBomb
 
 __all__ = [
     "DEEPSPEED_PRESETS",
     "IGNORED_KEYS",
+    "MAX_SPEC_BYTES",
     "KEYS",
     "REFUSED_KEYS",
     "VLLM_MAX_LORA_RANK",
@@ -45,6 +48,7 @@ __all__ = [
     "RawConfig",
     "SpecError",
     "Validation",
+    "YamlBomb",
     "apply_overrides",
     "deepspeed_config",
     "deepspeed_config_path",

@@ -207,6 +207,10 @@ def _check_data(spec: JobSpec, problems: list[str]) -> None:
             problems.append(f"unknown template {spec.template!r}{hint}")
 
 
+MAX_EPOCHS = 10_000
+MAX_STEPS = 100_000_000
+
+
 def _check_training(spec: JobSpec, problems: list[str]) -> None:
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
         if getattr(spec, name) <= 0:
@@ -215,6 +219,10 @@ def _check_training(spec: JobSpec, problems: list[str]) -> None:
         problems.append(f"learning_rate must be positive, got {spec.learning_rate}")
     if spec.max_steps <= 0 and spec.num_train_epochs <= 0:
         problems.append("set max_steps or num_train_epochs to a positive number: the job would train nothing")
+    if spec.num_train_epochs > MAX_EPOCHS:
+        problems.append(f"num_train_epochs must be at most {MAX_EPOCHS}, got {spec.num_train_epochs:g}")
+    if spec.max_steps > MAX_STEPS:
+        problems.append(f"max_steps must be at most {MAX_STEPS}, got {spec.max_steps}")
     if not 0.0 <= spec.warmup_ratio <= 1.0:
         problems.append(f"warmup_ratio must be in [0, 1], got {spec.warmup_ratio}")
     if spec.warmup_steps < 0:

@@ -68,8 +68,13 @@ def _json_dict(value: object) -> object:
 
 
 class _Arguments(BaseModel):
+    # nan/inf are never a setting (learning_rate: nan would train nothing, silently)
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, protected_namespaces=(), use_attribute_docstrings=True
+        extra="forbid",
+        validate_assignment=True,
+        protected_namespaces=(),
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,
     )
 
 

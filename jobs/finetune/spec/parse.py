@@ -22,10 +22,12 @@ from hipbot.jobs.finetune.spec.models import (
     COMPUTE_TYPES,
     DEEPSPEED_PRESETS,
     LLAMAFACTORY_DEEPSPEED,
+    PRESET_DIR,
     JobSpec,
     split_list,
 )
 from hipbot.jobs.finetune.spec.overrides import Overrides, RawConfig, apply_overrides
+from hipbot.jobs.finetune.spec.safe_yaml import safe_load
 
 
 class SpecError(HipbotError):
@@ -118,7 +120,7 @@ def _validate(raw: RawConfig, name: str, problems: list[str]) -> JobSpec:
 
 def _mapping(text: str, name: str) -> RawConfig:
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=name) from exc
     if not isinstance(raw, dict):
@@ -126,12 +128,40 @@ def _mapping(text: str, name: str) -> RawConfig:
     return raw
 
 
+def _submitted_deepspeed(raw: RawConfig, problems: list[str]) -> RawConfig:
+    """A submitted config names a DeepSpeed preset, LLaMA-Factory's example file by name, or
+    carries its JSON inline; a path is refused without being looked at (whether a file exists on
+    the coordinator or a worker is none of the submitter's business). Example names become the
+    preset's mapping, so nothing reads a file the submitter named."""
+    value = raw.get("deepspeed")
+    if not isinstance(value, str) or value.lstrip().startswith("{") or value in (*DEEPSPEED_PRESETS, "auto"):
+        return raw
+    raw = dict(raw)
+    known = value.rsplit("/", 1)[-1]
+    if known in LLAMAFACTORY_DEEPSPEED:
+        preset, changes = LLAMAFACTORY_DEEPSPEED[known]
+        config = json.loads((PRESET_DIR / f"{preset}.json").read_text(encoding="utf-8"))
+        config.setdefault("zero_optimization", {}).update(changes)
+        raw["deepspeed"] = config
+        return raw
+    problems.append(
+        f"deepspeed {value!r} is neither a preset ({', '.join(DEEPSPEED_PRESETS)}) nor one of "
+        "LLaMA-Factory's example files by name; a submitted config carries its own DeepSpeed JSON "
+        "inline (deepspeed: {zero_optimization: ...}): files are not read from other machines"
+    )
+    del raw["deepspeed"]
+    return raw
+
+
 def parse_spec(source: str | RawConfig, *, name: str = "job config") -> JobSpec:
-    """Read YAML text (or an already-parsed mapping) into a ``JobSpec``; raise ``SpecError`` listing all problems."""
+    """Read a submitted YAML text (or an already-parsed mapping) into a ``JobSpec``; raise
+    ``SpecError`` listing all problems. Submitted configs come from other people: bounded YAML,
+    and no file of this machine is read on their behalf (``deepspeed``)."""
     raw = _mapping(source, name) if isinstance(source, str) else source
     if not isinstance(raw, dict):
         raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
-    return _validate(raw, name, [])
+    problems: list[str] = []
+    return _validate(_submitted_deepspeed(raw, problems), name, problems)
 
 
 def _local(base: Path, value: str) -> Path | None:
