@@ -61,6 +61,12 @@ class TooLarge(HipbotError):
     http_status = 413
 
 
+class TooManyRequests(HipbotError):
+    """The caller already has as many requests of this kind in flight as it may (idle long-polls)."""
+
+    http_status = 429
+
+
 class InvalidInput(HipbotError):
     """The request is well formed but its content is refused (a job config that does not validate)."""
 

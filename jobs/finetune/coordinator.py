@@ -6,7 +6,12 @@ get a secret (stored hashed); they long-poll for a job that fits their GPUs, hea
 its lease (the reply says whether it was cancelled), upload checkpoints and the adapter
 (checksummed, size-limited, safe tar.gz only) and report the result. A worker can touch only the
 jobs it holds. Lost leases requeue the job for the next worker, which resumes from the last
-uploaded checkpoint. The routes live in ``hipbot.jobs.finetune.api`` (one router per resource);
+uploaded checkpoint (safetensors and JSON only: ``portable``).
+
+Everything a stranger sends is bounded: job configs (size, YAML aliases, checked on their own
+threads under a time limit), uploads (compressed size, then each member and the unpacked total
+while streaming), idle long-polls (they wait on the event loop, a few per worker), and every
+number that reaches SQLite. The routes live in ``hipbot.jobs.finetune.api`` (one router per resource);
 every ``HipbotError`` becomes its type's HTTP status. The OpenAPI schema is at /openapi.json (and
 /docs).
 """
@@ -50,11 +55,13 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
         async def sweep() -> None:  # leases run out even when no worker calls in
             while True:
                 await asyncio.sleep(max(1.0, config.lease_s / 4))
-                await asyncio.to_thread(service.locked, service.queue.expire_leases)
+                if await asyncio.to_thread(service.locked, service.queue.expire_leases):
+                    service.wake()
 
         task = asyncio.create_task(sweep())
         yield
         task.cancel()
+        service.close()
 
     app = FastAPI(
         title="hipbot coordinator",

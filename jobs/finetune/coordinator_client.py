@@ -21,7 +21,7 @@ from hipbot.jobs.finetune.api.protocol import (
     RegisterReply,
     ValidateReply,
 )
-from hipbot.jobs.finetune.models import JobInfo, LogLine, Submitted, WorkerInfo
+from hipbot.jobs.finetune.models import GpuReport, JobInfo, LogLine, Progress, Submitted, WorkerInfo
 
 
 class CoordinatorError(HipbotError):
@@ -138,25 +138,24 @@ class CoordinatorClient:
         return [WorkerInfo.model_validate(w) for w in self._call("GET", "/workers").json()]
 
     # ------------------------------------------------------------------ workers
-    def register(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[str, str]:
-        resp = self._call("POST", "/workers/register", json={"token": token, "name": name, "gpus": gpus})
+    def register(self, token: str, name: str, gpus: GpuReport) -> tuple[str, str]:
+        body = {"token": token, "name": name, "gpus": gpus.model_dump(exclude_none=True)}
+        resp = self._call("POST", "/workers/register", json=body)
         reply = RegisterReply.model_validate(resp.json())
         self.worker_id, self.secret = reply.worker_id, reply.secret
         return reply.worker_id, reply.secret
 
-    def claim(self, wait_s: float = 0.0, gpus: dict[str, Any] | None = None) -> JobInfo | None:
+    def claim(self, wait_s: float = 0.0, gpus: GpuReport | None = None) -> JobInfo | None:
         """A job that fits this worker, leased to it; None when none came within ``wait_s``."""
-        resp = self._call(
-            "POST", "/workers/claim", worker=True, json={"wait_s": wait_s, "gpus": gpus}, timeout=wait_s + 30
-        )
+        body = {"wait_s": wait_s, "gpus": gpus.model_dump(exclude_none=True) if gpus else None}
+        resp = self._call("POST", "/workers/claim", worker=True, json=body, timeout=wait_s + 30)
         return None if resp.status_code == 204 else ClaimReply.model_validate(resp.json()).job
 
     def heartbeat(
-        self, job_id: int, progress: dict[str, Any] | None = None, logs: list[str] | None = None
+        self, job_id: int, progress: Progress | None = None, logs: list[str] | None = None
     ) -> HeartbeatReply:
-        resp = self._call(
-            "POST", f"/jobs/{job_id}/heartbeat", worker=True, json={"progress": progress, "logs": logs or []}
-        )
+        body = {"progress": progress.model_dump(exclude_none=True) if progress else None, "logs": logs or []}
+        resp = self._call("POST", f"/jobs/{job_id}/heartbeat", worker=True, json=body)
         return HeartbeatReply.model_validate(resp.json())
 
     def post_logs(self, job_id: int, lines: list[str]) -> None:

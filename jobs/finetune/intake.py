@@ -5,6 +5,7 @@ local queue both go through here, so a job queued either way looks the same to t
 from __future__ import annotations
 
 import contextlib
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -51,28 +52,32 @@ def accept_job(
     ``lock`` guards the queue calls when several threads share one connection."""
     lock = lock or contextlib.nullcontext()
     attachment_path = attachment_name = None
-    if dataset is not None:
-        attachment_name = Path(dataset_name or "dataset.jsonl").name
-        folder = attachments_dir / uuid.uuid4().hex
-        folder.mkdir(parents=True)
-        (folder / attachment_name).write_bytes(dataset)
-        attachment_path = str(folder / attachment_name)
-    est, model_config = estimate_spec(spec)
-    with lock:
-        job = queue.submit(
-            spec,
-            spec_yaml,
-            owner=owner,
-            guild=guild,
-            priority=priority,
-            name=name,
-            model_config=model_config,
-            memory=est.as_dict() if est else None,
-            attachment_name=attachment_name,
-            attachment_path=attachment_path,
-            max_attempts=max_attempts,
-        )
-        workers = queue.workers()
+    folder = attachments_dir / uuid.uuid4().hex
+    try:
+        if dataset is not None:
+            attachment_name = Path(dataset_name or "dataset.jsonl").name or "dataset.jsonl"
+            folder.mkdir(parents=True)
+            (folder / attachment_name).write_bytes(dataset)
+            attachment_path = str(folder / attachment_name)
+        est, model_config = estimate_spec(spec)
+        with lock:
+            job = queue.submit(
+                spec,
+                spec_yaml,
+                owner=owner,
+                guild=guild,
+                priority=priority,
+                name=name,
+                model_config=model_config,
+                memory=est.as_dict() if est else None,
+                attachment_name=attachment_name,
+                attachment_path=attachment_path,
+                max_attempts=max_attempts,
+            )
+            workers = queue.workers()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # a job that was not queued leaves no file behind
+        raise
     if est is None:
         return job, f"no memory estimate for {spec.model_name_or_path}: any worker may take it"
     if any(job_fits(job, w) for w in workers):

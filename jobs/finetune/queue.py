@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from hipbot.db import migrate, utcnow
-from hipbot.errors import Forbidden, HipbotError, JobNotFound, Unauthorized, WorkerNotFound
-from hipbot.jobs.finetune.models import JobInfo, LogLine, WorkerInfo
+from hipbot.errors import Forbidden, HipbotError, InvalidInput, JobNotFound, Unauthorized, WorkerNotFound
+from hipbot.jobs.finetune.models import GpuReport, JobInfo, LogLine, Progress, WorkerInfo
 
 if TYPE_CHECKING:
     from hipbot.jobs.finetune.spec import JobSpec
@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 ACTIVE = ("assigned", "running")
 FINAL = ("succeeded", "failed", "cancelled")  # the one list of final states; others import it
 DEFAULT_LEASE_S = 90.0
+MAX_ID = 2**63 - 1  # SQLite's largest integer
 DEFAULT_MAX_ATTEMPTS = 3
+# Who acts with the operator's authority: the coordinator's own token, the local queue.
+OPERATOR = "operator"
 # Job fields stored as JSON text in ``<name>_json`` columns.
 JSON_COLUMNS = ("spec", "metrics", "memory", "artifacts", "progress", "model_config")
 
@@ -112,11 +115,32 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-STEPS = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE client_tokens (
+            token_hash TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            trusted INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            revoked INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+
+
+STEPS = [_v1, _v2]
 
 
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a client request comes from, by its token: a user (acts only as itself), or a trusted
+    front end (the operator's token, the Discord bot) that names the user it vouches for."""
+
+    name: str
+    trusted: bool = False
 
 
 @dataclass
@@ -237,7 +261,7 @@ class JobQueue:
         return dict(zip(names, row, strict=True)) if row else None
 
     def get(self, job_id: int) -> Job:
-        row = self._row(int(job_id))
+        row = self._row(job_id) if 0 < job_id <= MAX_ID else None
         if row is None:
             raise JobNotFound(f"no job #{job_id}")
         return Job.from_row(row)
@@ -352,11 +376,14 @@ class JobQueue:
         )
         return [r[0] for r in reversed(cur.fetchall())]
 
-    def cancel(self, job_id: int, *, by: str | None = None) -> Job:
-        """Cancel a queued job at once; flag a running one (its worker stops within one heartbeat)."""
+    def cancel(self, job_id: int, *, by: str = OPERATOR) -> Job:
+        """Cancel a queued job at once; flag a running one (its worker stops within one heartbeat).
+        Only the job's owner may, or the operator (``by`` is who asks, never optional in effect)."""
         job = self.get(job_id)
-        if by is not None and job.owner is not None and by != job.owner:
-            raise HipbotError(f"job #{job_id} belongs to {job.owner}; only its owner can cancel it")
+        if by != OPERATOR and by != job.owner:
+            raise Forbidden(
+                f"job #{job_id} belongs to {job.owner or 'the operator'}; only its owner can cancel it"
+            )
         if job.final:
             raise HipbotError(f"job #{job_id} is already {job.state}")
         with self.db.conn:
@@ -365,7 +392,7 @@ class JobQueue:
                 self.update(job_id, state="cancelled", finished_at=utcnow(), cancel_requested=1)
             else:
                 self.update(job_id, cancel_requested=1)
-        self.log(job_id, "coordinator", f"cancel requested by {by or 'admin'}")
+        self.log(job_id, "coordinator", f"cancel requested by {by}")
         return self.get(job_id)
 
     def finish(
@@ -435,7 +462,7 @@ class JobQueue:
         job_id: int,
         worker_id: str,
         *,
-        progress: dict[str, Any] | None = None,
+        progress: Progress | None = None,
         lease_s: float = DEFAULT_LEASE_S,
     ) -> Job:
         job = self.held(job_id, worker_id)
@@ -443,15 +470,15 @@ class JobQueue:
         if job.state == "assigned":
             values["state"] = "running"
             values["started_at"] = job.started_at or utcnow()
-        if progress:
-            values["progress"] = progress
-            for key, col in (
-                ("step", "progress_step"),
-                ("max_steps", "progress_total"),
-                ("loss", "progress_loss"),
+        if progress is not None:
+            values["progress"] = progress.model_dump(exclude_none=True)
+            for value, col in (
+                (progress.step, "progress_step"),
+                (progress.max_steps, "progress_total"),
+                (progress.loss, "progress_loss"),
             ):
-                if progress.get(key) is not None:
-                    values[col] = progress[key]
+                if value is not None:
+                    values[col] = value
         self.update(job_id, **values)
         self.db.execute("UPDATE workers SET last_seen = ? WHERE id = ?", [utcnow(), worker_id])
         return self.get(job_id)
@@ -497,7 +524,7 @@ class JobQueue:
         )
         return token
 
-    def register_worker(self, token: str, name: str, gpus: dict[str, Any]) -> tuple[Worker, str]:
+    def register_worker(self, token: str, name: str, gpus: GpuReport) -> tuple[Worker, str]:
         """Consume a one-time registration token; return the worker and its secret (shown once)."""
         with self.db.conn:
             self.db.execute("BEGIN IMMEDIATE")
@@ -508,8 +535,7 @@ class JobQueue:
                 raise Unauthorized("registration token is unknown or already used")
             worker_id = "w-" + secrets.token_hex(4)
             secret = secrets.token_urlsafe(32)
-            gpu_list = gpus.get("gpus") or []
-            memory = float(gpus.get("memory_gib") or min((g["memory_gib"] for g in gpu_list), default=0.0))
+            gpus = GpuReport.model_validate(gpus)
             self.db.execute(
                 """INSERT INTO workers (id, name, secret_hash, gpus_json, gpu_count, memory_gib, backend,
                    registered_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
@@ -517,10 +543,10 @@ class JobQueue:
                     worker_id,
                     name[:100],
                     hash_secret(secret),
-                    json.dumps(gpus),
-                    max(1, len(gpu_list)),
-                    memory,
-                    gpus.get("backend", "cpu"),
+                    gpus.model_dump_json(exclude_none=True),
+                    max(1, len(gpus.gpus)),
+                    gpus.usable_gib,
+                    gpus.backend,
                     utcnow(),
                     utcnow(),
                 ],
@@ -555,10 +581,39 @@ class JobQueue:
         ]
         return [self.worker(i) for i in ids]
 
-    def update_worker_gpus(self, worker_id: str, gpus: dict[str, Any]) -> None:
-        gpu_list = gpus.get("gpus") or []
-        memory = float(gpus.get("memory_gib") or min((g["memory_gib"] for g in gpu_list), default=0.0))
+    def update_worker_gpus(self, worker_id: str, gpus: GpuReport) -> None:
         self.db.execute(
             "UPDATE workers SET gpus_json = ?, gpu_count = ?, memory_gib = ?, backend = ? WHERE id = ?",
-            [json.dumps(gpus), max(1, len(gpu_list)), memory, gpus.get("backend", "cpu"), worker_id],
+            [
+                gpus.model_dump_json(exclude_none=True),
+                max(1, len(gpus.gpus)),
+                gpus.usable_gib,
+                gpus.backend,
+                worker_id,
+            ],
         )
+
+    # ------------------------------------------------------------------ clients
+    def create_client_token(self, name: str, *, trusted: bool = False) -> str:
+        """A client token for user ``name`` (acts only as that user), or for a trusted front end
+        that vouches for its own users; stored hashed, shown once."""
+        name = name.strip()
+        if not re.fullmatch(r"[A-Za-z0-9._:@-]{1,100}", name) or name == OPERATOR:
+            raise InvalidInput(
+                f"client name {name!r} is not usable",
+                hint=f"1-100 letters, digits or ._:@- (and not {OPERATOR!r}), such as the user's login",
+            )
+        token = "cli-" + secrets.token_urlsafe(24)
+        self.db.execute(
+            "INSERT INTO client_tokens (token_hash, name, trusted, created_at) VALUES (?, ?, ?, ?)",
+            [hash_secret(token), name, int(trusted), utcnow()],
+        )
+        return token
+
+    def client_caller(self, token: str) -> Caller | None:
+        """Who holds client token ``token``; None when it is unknown or revoked."""
+        row = self.db.execute(
+            "SELECT name, trusted FROM client_tokens WHERE token_hash = ? AND revoked = 0",
+            [hash_secret(token)],
+        ).fetchone()
+        return Caller(row[0], trusted=bool(row[1])) if row else None

@@ -3,7 +3,7 @@
 It detects its GPUs, registers once (the secret is kept in ``workdir/credentials.json``), then
 loops: long-poll a job that fits, fetch its dataset and last checkpoint, run the training child
 (the real launcher, killable as a process group), stream its log lines and progress in
-heartbeats, upload each new checkpoint and finally the adapter, report the result, and go on to
+heartbeats, upload each new checkpoint (safetensors and JSON only, ``portable``) and finally the adapter, report the result, and go on to
 the next job whatever happened to this one. Job configs are data, never code: the spec is parsed
 and validated here again, ``trust_remote_code`` needs the owner's ``--allow-remote-code``, and
 models load from safetensors only.
@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.archive import ArchiveLimits, extract
 from hipbot.jobs.finetune.coordinator_client import CoordinatorClient, CoordinatorError
 from hipbot.jobs.finetune.datasets import attachment_entry, check_attachment
 from hipbot.jobs.finetune.gpu import GpuInfo, detect, refusal
-from hipbot.jobs.finetune.models import JobInfo
+from hipbot.jobs.finetune.models import GpuReport, JobInfo, Progress
+from hipbot.jobs.finetune.portable import NotPortable, export_checkpoint, import_checkpoint
 from hipbot.jobs.finetune.runner import run_child
 from hipbot.jobs.finetune.spec import parse_spec
 from hipbot.jobs.finetune.trainer import CHECKPOINT_RE, last_checkpoint, write_job
@@ -43,7 +47,7 @@ class Attempt:
     """One run of a claimed job, as the heartbeat sees it between ticks."""
 
     uploaded: int  # the last checkpoint step the coordinator has
-    progress: dict[str, Any] | None = None
+    progress: Progress | None = None
     logs: list[str] = field(default_factory=list)
     stop: str | None = None  # "cancelled" or "lost"
     beat: float = 0.0
@@ -94,11 +98,12 @@ class WorkerAgent:
         self.client = CoordinatorClient(url)
 
     # ------------------------------------------------------------------ identity
-    def advertised(self) -> dict[str, Any]:
-        data = self.info.as_dict()
+    def advertised(self) -> GpuReport:
+        report = GpuReport.model_validate(self.info.as_dict())
         if not self.info.gpus:
-            data["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-        return data
+            memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+            report = report.model_copy(update={"memory_gib": memory})
+        return report
 
     def connect(self) -> None:
         """Reuse saved credentials for this coordinator, else register with the one-time token."""
@@ -198,7 +203,10 @@ class WorkerAgent:
             self._upload_new_checkpoint(job_id, output_dir, attempt)
 
         def on_progress(line: dict[str, Any]) -> None:
-            attempt.progress = line
+            try:
+                attempt.progress = Progress.model_validate(line)
+            except ValidationError:
+                log.warning("job #%s: unreadable progress line %r", job_id, line)
 
         result = run_child(
             job_dir,
@@ -241,19 +249,23 @@ class WorkerAgent:
         return folder
 
     def _fetch_checkpoint(self, job_id: int, step: int, output_dir: Path) -> None:
+        """The job's last checkpoint from the coordinator, unpacked within limits and rebuilt from
+        its safetensors and JSON (``portable``): nothing received is unpickled."""
         local = last_checkpoint(output_dir)
         if local is not None and int(local.name.split("-")[-1]) >= step:
             return
         with tempfile.TemporaryDirectory() as tmp:
             archive = Path(tmp) / "checkpoint.tar.gz"
             self.client.download(job_id, "checkpoint", archive)
+            received = Path(tmp) / "received"
+            extract(archive, received, ArchiveLimits())
             dest = output_dir / f"checkpoint-{step}"
             shutil.rmtree(dest, ignore_errors=True)
-            dest.mkdir(parents=True)
-            with tarfile.open(archive, "r:gz") as tar:
-                tar.extractall(dest, filter="data")
+            import_checkpoint(received, dest)
 
     def _upload_new_checkpoint(self, job_id: int, output_dir: Path, attempt: Attempt) -> None:
+        """Send the newest checkpoint in the portable format (safetensors and JSON only). One that
+        cannot be carried so is skipped (the job resumes from an earlier one, or from the start)."""
         ckpt = last_checkpoint(output_dir)
         if ckpt is None:
             return
@@ -261,6 +273,13 @@ class WorkerAgent:
         if step <= attempt.uploaded:
             return
         with tempfile.TemporaryDirectory() as tmp:
-            archive = pack(ckpt, Path(tmp) / "checkpoint.tar.gz")
+            try:
+                export_checkpoint(ckpt, Path(tmp) / "portable")
+            except NotPortable as exc:
+                log.warning("job #%s: checkpoint-%s not uploaded: %s", job_id, step, exc)
+                attempt.logs.append(f"checkpoint-{step} not uploaded: {exc.message}")
+                attempt.uploaded = step
+                return
+            archive = pack(Path(tmp) / "portable", Path(tmp) / "checkpoint.tar.gz")
             self.client.upload(job_id, "checkpoint", archive, step=step)
         attempt.uploaded = step

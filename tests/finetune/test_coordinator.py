@@ -221,7 +221,7 @@ def test_cancel_reaches_worker_and_lease_expiry(env) -> None:
     second = submit(http)["job"]
     a = register(http, app, "a")
     assert http.post("/workers/claim", json={}, headers=a).json()["job"]["id"] == first["id"]
-    assert http.post(f"/jobs/{first['id']}/cancel", json={"by": "mallory"}).status_code == 400
+    assert http.post(f"/jobs/{first['id']}/cancel", json={"by": "mallory"}).status_code == 403
     assert http.post(f"/jobs/{first['id']}/cancel", json={"by": "alice"}).json()["cancel_requested"]
     assert http.post(f"/jobs/{first['id']}/heartbeat", json={}, headers=a).json()["cancel"] is True
     assert (

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hipbot.db import open_db
-from hipbot.errors import Forbidden, HipbotError, Unauthorized
-from hipbot.jobs.finetune.queue import JobQueue, hash_secret
+from hipbot.errors import Forbidden, HipbotError, InvalidInput, JobNotFound, Unauthorized
+from hipbot.jobs.finetune.models import GpuReport, Progress
+from hipbot.jobs.finetune.queue import OPERATOR, Caller, JobQueue, hash_secret
 from hipbot.jobs.finetune.spec import parse_spec
 
 YAML = "model_name_or_path: org/base-model\ndataset: d\nlora_rank: 16\n"
@@ -33,10 +34,14 @@ def worker(q: JobQueue, name: str = "w", memory: float = 80.0):
     return q.register_worker(
         token,
         name,
-        {
-            "backend": "rocm",
-            "gpus": [{"index": 0, "name": "MI300X", "arch": "gfx942", "memory_gib": memory, "bf16": True}],
-        },
+        GpuReport.model_validate(
+            {
+                "backend": "rocm",
+                "gpus": [
+                    {"index": 0, "name": "MI300X", "arch": "gfx942", "memory_gib": memory, "bf16": True}
+                ],
+            }
+        ),
     )
 
 
@@ -61,7 +66,7 @@ def test_claim_heartbeat_finish(queue) -> None:
     claimed = queue.claim(w, lease_s=30)
     assert claimed.id == job.id and claimed.state == "assigned" and claimed.attempts == 1
     assert queue.claim(w) is None  # nothing else queued
-    running = queue.heartbeat(job.id, w.id, progress={"step": 3, "max_steps": 10, "loss": 1.5})
+    running = queue.heartbeat(job.id, w.id, progress=Progress(step=3, max_steps=10, loss=1.5))
     assert running.state == "running" and running.progress_step == 3 and running.progress_loss == 1.5
     done = queue.finish(job.id, "succeeded", metrics={"final_loss": 0.5}, adapter_dir="/adapters/x")
     assert done.final and done.adapter_dir == "/adapters/x" and done.metrics["final_loss"] == 0.5
@@ -112,15 +117,17 @@ def test_lease_expiry_requeues_then_fails(queue) -> None:
 def test_cancel(queue) -> None:
     spec = parse_spec(YAML)
     queued = queue.submit(spec, YAML, owner="alice")
-    with pytest.raises(HipbotError, match="only its owner can cancel"):
+    with pytest.raises(Forbidden, match="only its owner can cancel"):
         queue.cancel(queued.id, by="mallory")
     assert queue.cancel(queued.id, by="alice").state == "cancelled"
     with pytest.raises(HipbotError, match="already cancelled"):
         queue.cancel(queued.id)
     running = queue.submit(spec, YAML)
+    with pytest.raises(Forbidden, match="belongs to the operator"):
+        queue.cancel(running.id, by="alice")  # a job nobody owns is the operator's to cancel
     w, _ = worker(queue)
     queue.claim(w)
-    flagged = queue.cancel(running.id)
+    flagged = queue.cancel(running.id, by=OPERATOR)
     assert flagged.state == "assigned" and flagged.cancel_requested
     assert queue.heartbeat(running.id, w.id).cancel_requested
     queue.clock_.now += 1000  # the worker died before reporting: the lease ends it
@@ -130,11 +137,11 @@ def test_cancel(queue) -> None:
 
 def test_registration_tokens_are_one_time_and_secrets_hashed(queue) -> None:
     token = queue.create_registration_token()
-    w, secret = queue.register_worker(token, "box", {"backend": "cpu", "gpus": [], "memory_gib": 16})
+    w, secret = queue.register_worker(token, "box", GpuReport(backend="cpu", memory_gib=16))
     with pytest.raises(Unauthorized, match="already used"):
-        queue.register_worker(token, "again", {"gpus": []})
+        queue.register_worker(token, "again", GpuReport())
     with pytest.raises(Unauthorized):
-        queue.register_worker("reg-guess", "x", {"gpus": []})
+        queue.register_worker("reg-guess", "x", GpuReport())
     assert queue.authenticate(w.id, secret).id == w.id
     with pytest.raises(Unauthorized):
         queue.authenticate(w.id, secret + "x")
@@ -150,3 +157,22 @@ def test_logs_paging(queue) -> None:
     rows = queue.logs(job.id)
     assert [r.line for r in rows][-2:] == ["one", "two"]
     assert queue.logs(job.id, after=rows[-2].id)[0].line == "two"
+
+
+def test_client_tokens_name_their_user(queue) -> None:
+    alice = queue.create_client_token("alice")
+    bot = queue.create_client_token("discord-bot", trusted=True)
+    assert queue.client_caller(alice) == Caller("alice", trusted=False)
+    assert queue.client_caller(bot) == Caller("discord-bot", trusted=True)
+    assert queue.client_caller("cli-guess") is None
+    stored = str(queue.db.execute("SELECT * FROM client_tokens").fetchall())
+    assert alice not in stored and hash_secret(alice) in stored
+    for bad in (OPERATOR, "", "a b", "x" * 101):
+        with pytest.raises(InvalidInput, match="client name"):
+            queue.create_client_token(bad)
+
+
+def test_out_of_range_ids_are_not_found(queue) -> None:
+    for job_id in (0, -1, 2**63, 10**23):
+        with pytest.raises(JobNotFound):
+            queue.get(job_id)

@@ -3,22 +3,23 @@ uploads checkpoints and the adapter (gzipped tar, checksummed, size-limited, unp
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
+import re
 import shutil
-import tarfile
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import FileResponse
 
-from hipbot.errors import HipbotError, InvalidInput, NotFound, TooLarge
+from hipbot.errors import InvalidInput, NotFound, TooLarge
 from hipbot.jobs.finetune.api.protocol import ArtifactReply, ErrorReply
 from hipbot.jobs.finetune.api.state import CallingWorker, Coordinator, HeldJob, Service
-from hipbot.jobs.finetune.queue import Worker
+from hipbot.jobs.finetune.archive import MalformedArtifact, Member, extract, scan
+from hipbot.jobs.finetune.portable import PICKLED_SUFFIXES, check_member
+from hipbot.jobs.finetune.queue import MAX_ID, Worker
 
 ARTIFACT_KINDS = ("checkpoint", "adapter")
 ADAPTER_REQUIRED = ("adapter_model.safetensors", "adapter_config.json")
@@ -31,20 +32,6 @@ router = APIRouter(
         404: {"model": ErrorReply, "description": "no such job or file"},
     },
 )
-
-
-class MalformedArtifact(HipbotError):
-    """An upload that is not a safe gzipped tar of what its kind needs."""
-
-
-def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
-    """Regular files and folders with relative paths inside the archive only."""
-    members = tar.getmembers()
-    for m in members:
-        parts = Path(m.name).parts
-        if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir()):
-            raise MalformedArtifact(f"malformed artifact: unsafe archive member {m.name!r}")
-    return members
 
 
 @router.get("/jobs/{job_id}/dataset", response_class=FileResponse)
@@ -75,18 +62,24 @@ async def upload(
     w: CallingWorker,
     kind: str,
     request: Request,
-    x_content_sha256: Annotated[str, Header()],
-    step: int | None = None,
+    x_content_sha256: Annotated[str, Header(max_length=200)],
+    step: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
 ) -> ArtifactReply:
-    """A gzipped tar of a checkpoint folder or of the adapter; checked, size-limited, unpacked safely."""
+    """A gzipped tar of a checkpoint folder or of the adapter; checked, size-limited, unpacked safely.
+
+    A checkpoint holds only safetensors and JSON (``portable``); a refused one is logged against
+    the worker that sent it, so the next worker never receives it."""
     if kind not in ARTIFACT_KINDS:
         raise NotFound(f"artifact kind must be one of {', '.join(ARTIFACT_KINDS)}")
-    if kind == "checkpoint" and (step is None or step < 0):
+    if kind == "checkpoint" and step is None:
         raise InvalidInput("a checkpoint upload needs ?step=N")
+    expected = x_content_sha256.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", expected):
+        raise MalformedArtifact("X-Content-SHA256 must be the upload's SHA-256 as 64 hex digits")
     limit = service.config.max_artifact_bytes
     too_large = TooLarge(f"artifact is larger than the {limit} byte limit")
-    length = request.headers.get("content-length")
-    if length and int(length) > limit:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
         raise too_large
     tmp = service.config.data_dir / "uploads" / f"{job.id}-{uuid.uuid4().hex}.tar.gz"
     digest = hashlib.sha256()
@@ -99,57 +92,70 @@ async def upload(
                     raise too_large
                 digest.update(chunk)
                 fh.write(chunk)
-        if not hmac.compare_digest(digest.hexdigest(), x_content_sha256.lower()):
+        if not hmac.compare_digest(digest.hexdigest().encode(), expected.encode()):
             raise MalformedArtifact("checksum mismatch: the upload was corrupted or altered")
-        if kind == "checkpoint":
-            return await asyncio.to_thread(_store_checkpoint, service, job.id, w, step or 0, tmp)
-        return await asyncio.to_thread(_store_adapter, service, job.id, w, tmp)
+        store = _store_checkpoint if kind == "checkpoint" else _store_adapter
+        try:
+            return await service.run(service.file_pool, store, service, job.id, w, step or 0, tmp)
+        except MalformedArtifact as exc:
+            with service.lock:
+                service.queue.log(
+                    job.id, w.id, f"refused the {kind} {w.id} ({w.name}) uploaded: {exc.message}"
+                )
+            raise
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def _members(tmp: Path) -> list[str]:
-    try:
-        with tarfile.open(tmp, "r:gz") as tar:
-            return [m.name for m in safe_members(tar)]
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise MalformedArtifact(f"malformed artifact: {exc}") from exc
-
-
 def _store_checkpoint(service: Coordinator, job_id: int, w: Worker, step: int, tmp: Path) -> ArtifactReply:
-    _members(tmp)
+    scan(tmp, service.config.archive_limits, check_member)
     job = service.locked(service.queue.held, job_id, w.id)  # the lease may have moved during the upload
     folder = service.config.data_dir / "checkpoints" / str(job_id)
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / f"checkpoint-{step}.tar.gz"
-    shutil.copyfile(tmp, dest)
-    if job.checkpoint_path and job.checkpoint_path != str(dest):
-        Path(job.checkpoint_path).unlink(missing_ok=True)
-    with service.lock:
-        service.queue.update(job_id, checkpoint_path=str(dest), checkpoint_step=step)
-        service.queue.log(job_id, w.id, f"checkpoint at step {step} uploaded ({tmp.stat().st_size} bytes)")
+    partial = folder / f".{uuid.uuid4().hex}.partial"
+    shutil.copyfile(tmp, partial)
+    with service.files_lock:
+        partial.replace(dest)
+        if job.checkpoint_path and job.checkpoint_path != str(dest):
+            Path(job.checkpoint_path).unlink(missing_ok=True)
+        with service.lock:
+            service.queue.update(job_id, checkpoint_path=str(dest), checkpoint_step=step)
+            service.queue.log(
+                job_id, w.id, f"checkpoint at step {step} uploaded ({tmp.stat().st_size} bytes)"
+            )
     return ArtifactReply(step=step)
 
 
-def _store_adapter(service: Coordinator, job_id: int, w: Worker, tmp: Path) -> ArtifactReply:
-    base = {Path(n).name for n in _members(tmp)}
-    job = service.locked(service.queue.held, job_id, w.id)
-    missing = [f for f in ADAPTER_REQUIRED if f not in base]
+def _adapter_member(member: Member, data: IO[bytes]) -> None:
+    """Adapters are read by vLLM and the registry: no pickled files among them."""
+    if member.name.endswith(PICKLED_SUFFIXES):
+        raise MalformedArtifact(
+            f"malformed artifact: {member.name} is a pickle; adapters carry safetensors only"
+        )
+
+
+def _store_adapter(service: Coordinator, job_id: int, w: Worker, _step: int, tmp: Path) -> ArtifactReply:
+    names = scan(tmp, service.config.archive_limits, _adapter_member)
+    base = {Path(n).name for n in names}
+    missing = [f for f in ADAPTER_REQUIRED if f not in names]
     if missing:
         raise MalformedArtifact(f"malformed artifact: the adapter lacks {', '.join(missing)}")
+    job = service.locked(service.queue.held, job_id, w.id)
     dest = service.config.adapters_dir / f"job-{job_id}-{job.name}"
-    staging = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    with tarfile.open(tmp, "r:gz") as tar:
-        tar.extractall(staging, members=safe_members(tar), filter="data")
-    shutil.rmtree(dest, ignore_errors=True)
-    staging.rename(dest)
-    artifacts = {
-        **job.artifacts,
-        "adapter": {"path": str(dest), "files": sorted(base), "bytes": tmp.stat().st_size},
-    }
-    with service.lock:
-        service.queue.update(job_id, adapter_dir=str(dest), artifacts=artifacts)
-        service.queue.log(job_id, w.id, f"adapter uploaded: {', '.join(sorted(base))}")
+    staging = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.partial")
+    extract(tmp, staging, service.config.archive_limits)
+    with service.files_lock:  # one swap at a time: concurrent uploads for a job each land whole
+        old = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.old")
+        if dest.exists():
+            dest.rename(old)
+        staging.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+        artifacts = {
+            **job.artifacts,
+            "adapter": {"path": str(dest), "files": sorted(base), "bytes": tmp.stat().st_size},
+        }
+        with service.lock:
+            service.queue.update(job_id, adapter_dir=str(dest), artifacts=artifacts)
+            service.queue.log(job_id, w.id, f"adapter uploaded: {', '.join(sorted(base))}")
     return ArtifactReply(adapter_dir=str(dest))

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hipbot.jobs.finetune.models import JobInfo
+from hipbot.jobs.finetune.models import GpuReport, JobInfo, Progress
+
+MAX_LINES = 2000  # log lines in one request
 
 
 class ErrorReply(BaseModel):
@@ -19,7 +21,7 @@ class ErrorReply(BaseModel):
 class RegisterRequest(BaseModel):
     token: str = Field(description="a one-time registration token")
     name: str = Field(max_length=100)
-    gpus: dict[str, Any] = Field(description="the worker's GPUs: backend, runtime, torch, gpus[]")
+    gpus: GpuReport = Field(description="the worker's GPUs: backend, runtime, torch, gpus[]")
 
 
 class RegisterReply(BaseModel):
@@ -28,8 +30,10 @@ class RegisterReply(BaseModel):
 
 
 class ClaimRequest(BaseModel):
-    wait_s: float = Field(0.0, description="long-poll this long (capped by the coordinator)")
-    gpus: dict[str, Any] | None = Field(None, description="the worker's GPUs, when they changed")
+    wait_s: float = Field(
+        0.0, ge=0, le=3600, allow_inf_nan=False, description="long-poll this long (capped by the coordinator)"
+    )
+    gpus: GpuReport | None = Field(None, description="the worker's GPUs, when they changed")
 
 
 class ClaimReply(BaseModel):
@@ -38,8 +42,8 @@ class ClaimReply(BaseModel):
 
 
 class HeartbeatRequest(BaseModel):
-    progress: dict[str, Any] | None = None
-    logs: list[str] = []
+    progress: Progress | None = None
+    logs: list[str] = Field(default_factory=list, max_length=MAX_LINES)
 
 
 class HeartbeatReply(BaseModel):
@@ -48,7 +52,7 @@ class HeartbeatReply(BaseModel):
 
 
 class LogsRequest(BaseModel):
-    lines: list[str]
+    lines: list[str] = Field(max_length=MAX_LINES)
 
 
 class ResultRequest(BaseModel):
@@ -59,7 +63,11 @@ class ResultRequest(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    by: str | None = Field(None, description="the requester; only the job's owner may cancel it")
+    by: str | None = Field(
+        None,
+        max_length=200,
+        description="the user a trusted front end acts for (a user's own token acts as that user)",
+    )
 
 
 class ValidateReply(BaseModel):

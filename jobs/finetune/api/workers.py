@@ -4,11 +4,12 @@ result. Clients list the workers."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from fastapi import APIRouter, Depends, Response
 
-from hipbot.errors import Conflict, InvalidInput
+from hipbot.errors import Conflict, InvalidInput, TooManyRequests
 from hipbot.jobs.finetune.api.protocol import (
     ClaimReply,
     ClaimRequest,
@@ -21,16 +22,18 @@ from hipbot.jobs.finetune.api.protocol import (
     RegisterRequest,
     ResultRequest,
 )
-from hipbot.jobs.finetune.api.state import CallingWorker, HeldJob, Service, client
+from hipbot.jobs.finetune.api.state import CallingWorker, HeldJob, JobId, Service, client
 from hipbot.jobs.finetune.intake import job_fits
-from hipbot.jobs.finetune.models import JobInfo, WorkerInfo
-from hipbot.jobs.finetune.queue import FINAL
+from hipbot.jobs.finetune.models import GpuReport, JobInfo, WorkerInfo
+from hipbot.jobs.finetune.queue import FINAL, JobQueue, Worker
 
 router = APIRouter(
     tags=["workers"],
     responses={401: {"model": ErrorReply, "description": "unknown worker or wrong secret"}},
 )
 HELD = {403: {"model": ErrorReply, "description": "this worker does not hold the job"}}
+POLL_S = 2.0  # a waiting claim looks at the queue at least this often
+TICK_S = 0.1  # and notices a newly queued job within this
 
 
 @router.get("/workers", dependencies=[Depends(client)], tags=["clients"])
@@ -47,26 +50,55 @@ def register(service: Service, body: RegisterRequest) -> RegisterReply:
 
 
 @router.post(
-    "/workers/claim", response_model=ClaimReply, responses={204: {"description": "no job fits right now"}}
+    "/workers/claim",
+    response_model=ClaimReply,
+    responses={
+        204: {"description": "no job fits right now"},
+        429: {"model": ErrorReply, "description": "this worker already has its claims waiting"},
+    },
 )
-def claim(service: Service, body: ClaimRequest, w: CallingWorker) -> ClaimReply | Response:
-    """Long-poll up to ``wait_s`` for a queued job that fits this worker's GPUs."""
+async def claim(service: Service, body: ClaimRequest, w: CallingWorker) -> ClaimReply | Response:
+    """Long-poll up to ``wait_s`` for a queued job that fits this worker's GPUs.
+
+    A waiting claim holds no thread: it sleeps on the event loop and looks at the queue again
+    when a job is queued or given back (or every ``POLL_S``). Each worker may have
+    ``max_polls_per_worker`` claims waiting, and the coordinator ``max_polls`` in all."""
     queue, config = service.queue, service.config
-    if body.gpus:
-        service.locked(queue.update_worker_gpus, w.id, body.gpus)
-        w = service.locked(queue.worker, w.id)
-    deadline = time.monotonic() + min(max(body.wait_s, 0.0), config.max_wait_s)
-    while True:
-        job = service.locked(queue.claim, w, lease_s=config.lease_s, fits=lambda j: job_fits(j, w))
-        if job is not None:
-            return ClaimReply(job=job.info(), lease_s=config.lease_s)
-        if time.monotonic() >= deadline:
-            return Response(status_code=204)
-        time.sleep(0.25)
+    if service.polls[w.id] >= config.max_polls_per_worker or service.polls.total() >= config.max_polls:
+        raise TooManyRequests(
+            f"worker {w.id} already has {service.polls[w.id]} claims waiting",
+            hint="wait for the reply to the last claim before sending another",
+        )
+    service.polls[w.id] += 1
+    try:
+        if body.gpus:
+            w = await asyncio.to_thread(service.locked, _update_gpus, queue, w.id, body.gpus)
+        deadline = time.monotonic() + min(body.wait_s, config.max_wait_s)
+        while True:
+            seen = service.generation
+            job = await asyncio.to_thread(
+                service.locked, queue.claim, w, lease_s=config.lease_s, fits=lambda j: job_fits(j, w)
+            )
+            if job is not None:
+                return ClaimReply(job=job.info(), lease_s=config.lease_s)
+            until = min(deadline, time.monotonic() + POLL_S)
+            while service.generation == seen and time.monotonic() < until:
+                await asyncio.sleep(TICK_S)
+            if time.monotonic() >= deadline:
+                return Response(status_code=204)
+    finally:
+        service.polls[w.id] -= 1
+        if service.polls[w.id] <= 0:
+            del service.polls[w.id]
+
+
+def _update_gpus(queue: JobQueue, worker_id: str, gpus: GpuReport) -> Worker:
+    queue.update_worker_gpus(worker_id, gpus)
+    return queue.worker(worker_id)
 
 
 @router.post("/jobs/{job_id}/heartbeat", responses=HELD)
-def heartbeat(service: Service, job_id: int, body: HeartbeatRequest, w: CallingWorker) -> HeartbeatReply:
+def heartbeat(service: Service, job_id: JobId, body: HeartbeatRequest, w: CallingWorker) -> HeartbeatReply:
     """Keep the lease; the reply's ``cancel`` tells the worker to stop the job."""
     lease_s = service.config.lease_s
     job = service.locked(service.queue.heartbeat, job_id, w.id, progress=body.progress, lease_s=lease_s)
@@ -100,6 +132,7 @@ def result(service: Service, job: HeldJob, w: CallingWorker, body: ResultRequest
             queue.update, job.id, state="queued", worker_id=None, lease_until=None, error=body.error
         )
         service.locked(queue.log, job.id, w.id, f"gave the job back: {body.error}")
+        service.wake()
         return service.locked(queue.get, job.id).info()
     state = "cancelled" if job.cancel_requested and body.state != "succeeded" else body.state
     return service.locked(queue.finish, job.id, state, error=body.error, metrics=body.metrics).info()
