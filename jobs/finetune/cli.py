@@ -382,13 +382,24 @@ def workers(url: str | None, token: str | None) -> None:
 
 @finetune.command()
 @click.option("-n", "count", type=int, default=1, show_default=True)
-def token(count: int) -> None:
-    """Create one-time worker registration tokens in the coordinator's database."""
+@click.option(
+    "--client", "client", default=None, help="A client token for this user instead (acts only as them)."
+)
+@click.option(
+    "--trusted", is_flag=True, help="With --client: a front end that vouches for its users (a bot)."
+)
+def token(count: int, client: str | None, trusted: bool) -> None:
+    """Create one-time worker registration tokens (or, with --client, a user's client token) in
+    the coordinator's database."""
     from hipbot.jobs.finetune.queue import JobQueue
 
     queue = JobQueue.open(load_settings().database)
     for _ in range(count):
-        click.echo(queue.create_registration_token())
+        click.echo(
+            queue.create_client_token(client, trusted=trusted)
+            if client
+            else queue.create_registration_token()
+        )
 
 
 # ------------------------------------------------------------------------------- servers
