@@ -110,7 +110,7 @@ class Answerer:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or load_settings()
         path = Path(self.settings.database)
-        if not path.is_file():
+        if not path.exists():  # a folder goes on to open_db, which says what it is
             raise _not_ingested(path)
         self.db = open_docs_db(path)
         if not is_ingested(self.db):
