@@ -7,14 +7,16 @@ Steps are append-only: never edit a released step, add a new one.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
-from hipbot.errors import HipbotError
+from hipbot.errors import DatabaseDamaged, HipbotError
 
 Migration = Callable[[sqlite_utils.Database], None]
 
@@ -24,16 +26,82 @@ def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+@contextlib.contextmanager
+def _damage_is_clear(path: str) -> Iterator[None]:
+    """A damaged file surfaces as ``DatabaseDamaged`` (with what to do), wherever a query meets it.
+    Only plain ``sqlite3.DatabaseError`` means damage; its subclasses (locked, constraint...) pass."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:
+            raise
+        raise DatabaseDamaged(
+            f"the database {path} is damaged ({exc})",
+            hint="move it aside (keep a copy: jobs and bot settings live there too) and rebuild the docs with `hipbot ingest`",
+        ) from exc
+
+
+class _Cursor(sqlite3.Cursor):
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> _Cursor:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().executemany(sql, parameters)
+
+    def fetchone(self) -> Any:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().fetchone()
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().fetchmany(size)
+
+    def fetchall(self) -> list[Any]:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().fetchall()
+
+    def __next__(self) -> Any:
+        with _damage_is_clear(self.connection.path):  # type: ignore[attr-defined]
+            return super().__next__()
+
+
+class _Connection(sqlite3.Connection):
+    """Every query through ``_Cursor``, so damage reads as ``DatabaseDamaged``."""
+
+    path = ""
+
+    def cursor(self, factory: Any = _Cursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
+        return self.cursor().executemany(sql, parameters)
+
+
 def open_db(path: Path | str) -> sqlite_utils.Database:
     """Open (creating if needed) the database with WAL and a busy timeout, safe for several processes."""
     if str(path) != ":memory:":
         path = Path(path)
+        if path.is_dir():
+            raise HipbotError(
+                f"the database path {path} is a folder, not a SQLite file",
+                hint=f"set HIPBOT_DB to a file, such as {path / 'hipbot.db'}",
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(
+            str(path), timeout=30, check_same_thread=False, isolation_level=None, factory=_Connection
+        )
+        conn.path = str(path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
+    except DatabaseDamaged:
+        raise
     except sqlite3.Error as exc:
         raise HipbotError(f"cannot open database {path}: {exc}") from exc
     return sqlite_utils.Database(conn)

@@ -67,6 +67,12 @@ class TooManyRequests(HipbotError):
     http_status = 429
 
 
+class DatabaseDamaged(HipbotError):
+    """The SQLite file is not a database, or its pages are damaged (the server's fault, not the request's)."""
+
+    http_status = 503
+
+
 class InvalidInput(HipbotError):
     """The request is well formed but its content is refused (a job config that does not validate)."""
 

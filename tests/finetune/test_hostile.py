@@ -461,3 +461,45 @@ def test_idle_long_polls_hold_no_request_threads(live) -> None:
     assert max(served) < first_idle_end and got_job - queued < 2
     assert http.get(f"/jobs/{job['id']}").json()["state"] == "assigned"
     assert app.state.coordinator.polls.total() == 0
+
+
+# ------------------------------------------------------------------ databases (item 13)
+def damaged_copy(tmp_path: Path) -> Path:
+    """A docs database whose table pages were overwritten (the header and schema survive)."""
+    from hipbot.agents.docs.store import open_docs_db
+
+    path = tmp_path / "real.db"
+    db = open_docs_db(path)
+    rows = [(f"doc{i}" + "x" * 300, "t", "u", "s", 1, 1, "now") for i in range(3000)]
+    db.conn.executemany(
+        "INSERT INTO docs_documents (path, title, url, sha256, bytes, chunks, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.close()
+    data = bytearray(path.read_bytes())
+    for offset in range(8 * 4096, len(data), 4096):
+        data[offset : offset + 4096] = b"\x0d" * 4096
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(bytes(data))
+    return damaged
+
+
+def test_ask_says_what_is_wrong_with_the_database(tmp_path: Path, monkeypatch, capsys) -> None:
+    from hipbot.cli import main
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database " * 500)
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    cases = {
+        damaged_copy(tmp_path): "is damaged (database disk image is malformed)",
+        garbage: "is damaged (file is not a database)",
+        folder: "is a folder, not a SQLite file",
+    }
+    for path, message in cases.items():
+        monkeypatch.setenv("HIPBOT_HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("HIPBOT_DB", str(path))
+        assert main(["ask", "what replaces cudaMalloc?"]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and "hint:" in err, err
