@@ -178,11 +178,10 @@ def _job_output(job_id: str) -> tuple[Path, str | None, str | None]:
     return Path(job.adapter_dir), job.base_model, job.owner
 
 
-def _register(
-    name: str, job: str | None, path: Path | None, base_model: str | None, owner: str | None
-) -> Any:
-    from hipbot.jobs.serve.publish import register_adapter
-
+def _source(
+    job: str | None, path: Path | None, base_model: str | None, owner: str | None
+) -> tuple[Path, dict[str, Any]]:
+    """The adapter folder of --job or --path, and register_adapter's keywords for it."""
     if (job is None) == (path is None):
         raise HipbotError("give exactly one of --job ID or --path DIR")
     job_owner = None
@@ -191,9 +190,16 @@ def _register(
         base_model = base_model or job_base
         job = job.lstrip("#")
     assert path is not None
-    adapter = register_adapter(_registry(), _settings(), name, path, base_model=base_model, job_id=job,
-                               owner=owner or job_owner or getpass.getuser())  # fmt: skip
-    return adapter
+    return path, {"base_model": base_model, "job_id": job, "owner": owner or job_owner or getpass.getuser()}
+
+
+def _register(
+    name: str, job: str | None, path: Path | None, base_model: str | None, owner: str | None
+) -> Any:
+    from hipbot.jobs.serve.publish import register_adapter
+
+    folder, keywords = _source(job, path, base_model, owner)
+    return register_adapter(_registry(), _settings(), name, folder, **keywords)
 
 
 _source_options = [
@@ -241,11 +247,14 @@ def unregister(name: str) -> None:
 def publish_cmd(name: str, server: str | None, job: str | None, path: Path | None, base_model: str | None,
                 owner: str | None) -> None:  # fmt: skip
     """Load adapter NAME on vLLM (registering it first with --job/--path). Safe to repeat."""
-    from hipbot.jobs.serve.publish import publish
+    from hipbot.jobs.serve.publish import publish, register_and_publish
 
-    if job is not None or path is not None:
-        _register(name, job, path, base_model, owner)
-    for result in publish(_registry(), name, server):
+    if job is not None or path is not None:  # registered only if the publish goes through
+        folder, keywords = _source(job, path, base_model, owner)
+        results = register_and_publish(_registry(), _settings(), name, folder, server=server, **keywords)
+    else:
+        results = publish(_registry(), name, server)
+    for result in results:
         click.echo(f"{result.adapter} on {result.server}: {result.action} ({result.lora_path})")
         if result.warning:
             click.echo(f"warning: {result.warning}", err=True)

@@ -438,6 +438,31 @@ def publish(registry: Registry, name: str, server: str | None = None) -> list[Pu
     ]
 
 
+def register_and_publish(
+    registry: Registry,
+    settings: Settings,
+    name: str,
+    source: Path,
+    *,
+    server: str | None = None,
+    base_model: str | None = None,
+    job_id: str | None = None,
+    owner: str | None = None,
+) -> list[PublishResult]:
+    """Register ``source`` as ``name`` and publish it. A publish that is refused everywhere leaves
+    nothing behind: a registration made here is undone (no entry, no stored copy)."""
+    existed = registry.find(name) is not None
+    adapter = register_adapter(
+        registry, settings, name, source, base_model=base_model, job_id=job_id, owner=owner
+    )
+    try:
+        return publish(registry, adapter.name, server)
+    except BaseException:
+        if not existed and not registry.get(adapter.name).servers:
+            unregister_adapter(registry, settings, adapter.name)
+        raise
+
+
 def unpublish(registry: Registry, name: str, server: str | None = None) -> list[PublishResult]:
     """Unload ``name`` from ``server`` (default: everywhere it is published) and forget the wish.
 

@@ -503,3 +503,28 @@ def test_ask_says_what_is_wrong_with_the_database(tmp_path: Path, monkeypatch, c
         assert main(["ask", "what replaces cudaMalloc?"]) == 1
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and "hint:" in err, err
+
+
+# ------------------------------------------------------------------ serve publish --path (item 14)
+def test_a_refused_publish_registers_nothing(lora_rank8: Path, tmp_path: Path, capsys) -> None:
+    from hipbot.cli import main
+    from hipbot.config import load_settings
+    from hipbot.jobs.serve.registry import Registry, Server
+
+    settings = load_settings()
+    assert main(["serve", "publish", "hip-r8", "--path", str(lora_rank8)]) == 1
+    assert "no vLLM server is registered" in capsys.readouterr().err
+    small = Server(
+        name="small",
+        url="http://127.0.0.1:9",
+        adapter_dir=tmp_path / "vllm-adapters",
+        vllm_adapter_dir="/adapters",
+        max_lora_rank=4,
+        base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        served_model="smollm2",
+    )
+    Registry.open(settings).add_server(small)
+    assert main(["serve", "publish", "hip-r8", "--path", str(lora_rank8)]) == 1
+    assert "rank 8 is above the server's --max-lora-rank 4" in capsys.readouterr().err
+    assert Registry.open(settings).list() == [] and list(settings.adapters.glob("*")) == []
+    assert main(["serve", "list"]) == 0 and "hip-r8" not in capsys.readouterr().out
