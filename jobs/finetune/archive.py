@@ -28,11 +28,20 @@ class MalformedArtifact(HipbotError):
 
 @dataclass(frozen=True)
 class ArchiveLimits:
-    """What one archive may unpack to: each member, all of them, and how many."""
+    """What one archive may unpack to: each member, all of them, and how many. Besides the
+    absolute total, the total may be at most ``ratio`` times the compressed size (plus
+    ``ratio_floor``): safetensors weights barely compress, so an honest adapter or checkpoint
+    unpacks to little more than it weighs, while a bomb unpacks to a thousand times its size."""
 
     member_bytes: int = 4 * GIB
     total_bytes: int = 8 * GIB
     members: int = 10_000
+    ratio: float = 4.0
+    ratio_floor: int = 64 * 2**20
+
+    def budget(self, compressed: int) -> int:
+        """The most an archive of ``compressed`` bytes may unpack to."""
+        return min(self.total_bytes, max(self.ratio_floor, int(self.ratio * compressed)))
 
 
 @dataclass(frozen=True)
@@ -55,10 +64,13 @@ def _checked(info: tarfile.TarInfo) -> str:
     return "/".join(parts)
 
 
-def iter_members(fileobj: IO[bytes], limits: ArchiveLimits) -> Iterator[tuple[Member, IO[bytes] | None]]:
+def iter_members(
+    fileobj: IO[bytes], limits: ArchiveLimits, compressed: int
+) -> Iterator[tuple[Member, IO[bytes] | None]]:
     """Each regular file (and its data stream) in order, checked against ``limits`` before its data
     is read; folders are checked and skipped. The stream is valid until the next member."""
     total = count = 0
+    budget = limits.budget(compressed)
     try:
         with tarfile.open(fileobj=fileobj, mode="r|gz") as tar:
             for info in tar:
@@ -76,9 +88,10 @@ def iter_members(fileobj: IO[bytes], limits: ArchiveLimits) -> Iterator[tuple[Me
                         f"the limit for one file is {limits.member_bytes}"
                     )
                 total += info.size
-                if total > limits.total_bytes:
+                if total > budget:
                     raise MalformedArtifact(
-                        f"malformed artifact: the archive unpacks to more than {limits.total_bytes} bytes"
+                        f"malformed artifact: the archive of {compressed} bytes unpacks to more than "
+                        f"{budget} bytes"
                     )
                 yield Member(name, info.size), tar.extractfile(info)
     except (tarfile.TarError, OSError, EOFError) as exc:
@@ -91,7 +104,7 @@ def scan(
     """The archive's file names, every member checked (and passed to ``check`` with its data)."""
     names: list[str] = []
     with path.open("rb") as fh:
-        for member, data in iter_members(fh, limits):
+        for member, data in iter_members(fh, limits, path.stat().st_size):
             if check is not None and data is not None:
                 check(member, data)
             names.append(member.name)
@@ -105,7 +118,7 @@ def extract(path: Path, dest: Path, limits: ArchiveLimits) -> list[str]:
     names: list[str] = []
     try:
         with path.open("rb") as fh:
-            for member, data in iter_members(fh, limits):
+            for member, data in iter_members(fh, limits, path.stat().st_size):
                 target = dest / member.name
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)

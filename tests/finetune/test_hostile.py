@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 import threading
 import time
@@ -291,6 +292,26 @@ def test_decompression_bomb_is_refused_while_streaming(env) -> None:
     leftovers = [p for p in app.state.config.adapters_dir.rglob("*")]
     leftovers += list((app.state.config.data_dir / "uploads").iterdir())
     assert leftovers == [] and http.get(f"/jobs/{job['id']}").json()["adapter_dir"] is None
+
+
+def test_unpacked_size_is_bounded_by_the_upload_size(tmp_path: Path) -> None:
+    """The issue's bomb: a small upload that unpacks to a thousand times its size, each member and
+    the total within their absolute limits."""
+    limits = ArchiveLimits(member_bytes=10**9, total_bytes=10**10, ratio=4.0, ratio_floor=1_000_000)
+    app = create_app(config(tmp_path, archive_limits=limits))
+    http = TestClient(app, raise_server_exceptions=False)
+    http.headers["Authorization"] = "Bearer client-secret"
+    job, worker = claimed_job(http, app)
+    bomb = tar_of(
+        member("adapter_model.safetensors", b"\0" * 5_000_000), member("adapter_config.json", b"{}")
+    )
+    assert len(bomb) < 10_000
+    reply = put(http, worker, job["id"], "adapter", bomb)
+    assert reply.status_code == 400 and "unpacks to more than 1000000 bytes" in reply.json()["detail"]
+    honest = tar_of(
+        member("adapter_model.safetensors", os.urandom(150_000)), member("adapter_config.json", b"{}")
+    )
+    assert put(http, worker, job["id"], "adapter", honest).status_code == 200
 
 
 def test_links_devices_and_escaping_members_are_refused(env) -> None:
