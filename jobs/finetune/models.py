@@ -118,6 +118,15 @@ class JobInfo(BaseModel):
     artifacts: dict[str, Any] = Field(default_factory=dict, description="uploaded artifacts by kind")
     progress: dict[str, Any] = Field(default_factory=dict, description="the last progress line")
 
+    @field_validator("progress", mode="before")
+    @classmethod
+    def _progress(cls, value: object) -> dict[str, float]:
+        """Only the numbers of the last progress line (a row stored before progress was checked
+        may hold anything): every reader can format what it finds."""
+        if not isinstance(value, dict):
+            return {}
+        return {str(k): v for k, v in value.items() if _lenient(v) is not None and not isinstance(v, str)}
+
     @field_validator("progress_loss", "memory_gib", mode="before")
     @classmethod
     def _float(cls, value: object) -> float | None:

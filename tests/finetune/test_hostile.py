@@ -437,13 +437,15 @@ def test_progress_is_checked_and_listing_survives_old_rows(env) -> None:
     # a row written before progress was checked: listing and rendering still work
     queue = app.state.queue
     queue.db.execute(
-        "UPDATE jobs SET progress_loss = 'abc', progress_step = 'x', progress_total = 2.5, memory_gib = 'big' WHERE id = ?",
+        "UPDATE jobs SET progress_loss = 'abc', progress_step = 'x', progress_total = 2.5, memory_gib = 'big',"
+        ' progress_json = \'{"loss": "abc", "eta_seconds": [1], "tokens_per_second": 12.5}\' WHERE id = ?',
         [job["id"]],
     )
     listed = http.get("/jobs")
     assert listed.status_code == 200
     row = listed.json()[0]
     assert row["progress_loss"] is None and row["progress_step"] is None and row["memory_gib"] is None
+    assert row["progress"] == {"tokens_per_second": 12.5}
     assert job_line(queue.get(job["id"]).info()).startswith(f"#{job['id']} ")
 
 
@@ -549,3 +551,19 @@ def test_a_refused_publish_registers_nothing(lora_rank8: Path, tmp_path: Path, c
     assert "rank 8 is above the server's --max-lora-rank 4" in capsys.readouterr().err
     assert Registry.open(settings).list() == [] and list(settings.adapters.glob("*")) == []
     assert main(["serve", "list"]) == 0 and "hip-r8" not in capsys.readouterr().out
+
+
+def test_finetune_list_survives_a_bad_progress_row(capsys) -> None:
+    from hipbot.cli import main
+    from hipbot.config import load_settings
+    from hipbot.jobs.finetune.queue import JobQueue
+
+    queue = JobQueue.open(load_settings().database)
+    job = queue.submit(parse_spec(YAML), YAML, owner="ana")
+    queue.db.execute(
+        "UPDATE jobs SET progress_step = 3, progress_total = 'abc', progress_loss = 'abc',"
+        ' progress_json = \'{"loss": "abc"}\' WHERE id = ?',
+        [job.id],
+    )
+    assert main(["finetune", "list", "--all"]) == 0
+    assert capsys.readouterr().out.startswith(f"#{job.id} {job.name} [queued]")
