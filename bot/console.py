@@ -7,6 +7,8 @@ curves) are written to ``$HIPBOT_HOME/console/`` and their paths printed.
 
 from __future__ import annotations
 
+import logging
+import math
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.bot import handlers
-from hipbot.bot.commands import Args, Command, command, console_help
+from hipbot.bot.commands import Args, Command, Kind, Option, command, console_help
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import CONSOLE_ACTOR
 from hipbot.bot.replies import Button, Reply
@@ -22,6 +24,7 @@ from hipbot.bot.state import BotState
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
 
+log = logging.getLogger(__name__)
 PROMPT = "hipbot> "
 END_OF_PASTE = "."
 
@@ -110,6 +113,11 @@ class Console:
                 self.show(handlers.mention(self.ctx, text))
         except HipbotError as exc:
             self.show(Reply(text=f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")))
+        except Exception as exc:  # noqa: BLE001 - one line's bug must not end the session
+            log.exception("console line %r failed", line)
+            self.show(
+                Reply(text=f"error: {line.split()[0]} failed ({type(exc).__name__}: {exc}); see the log")
+            )
         return True
 
     def command(self, name: str, rest: str) -> None:
@@ -149,12 +157,15 @@ class Console:
         if row.args is Args.PASTE:
             return [self._read_paste(rest)], {}
         if row.args is Args.KEY_VALUES:
-            keywords = {o.name: o.keyword for o in row.options}
-            return [], {keywords.get(k, k): v for k, v in _key_values(rest).items()}
+            options = {o.name: o for o in row.options}
+            return [], {
+                options[k].keyword if k in options else k: _typed(options[k], v) if k in options else v
+                for k, v in _key_values(rest).items()
+            }
         return [], {}
 
     def _hipify(self, rest: str) -> Reply:
-        args = shlex.split(rest) if rest else []
+        args = _split(rest)
         arch = None
         if "--arch" in args:
             i = args.index("--arch")
@@ -172,7 +183,8 @@ class Console:
         return handlers.hipify(self.ctx, code, arch=arch)
 
     def _finetune(self, rest: str) -> Reply:
-        args = shlex.split(rest) if rest else []
+        args = _split(rest)
+        typed = {o.name: o for o in command("finetune").options}
         options = _key_values(" ".join(shlex.quote(a) for a in args if "=" in a))
         plain = [a for a in args if "=" not in a]
         dataset_path = options.pop("dataset", None)
@@ -199,9 +211,11 @@ class Console:
             dataset=dataset,
             dataset_name=dataset_name,
             model=options.pop("model", None),
-            lora_rank=int(options.pop("lora_rank")) if "lora_rank" in options else None,
+            lora_rank=_typed(typed["lora_rank"], options.pop("lora_rank"))
+            if "lora_rank" in options
+            else None,
             lora_target=options.pop("lora_target", None),
-            epochs=float(options.pop("epochs")) if "epochs" in options else None,
+            epochs=_typed(typed["epochs"], options.pop("epochs")) if "epochs" in options else None,
             **({"extra": options} if options else {}),
         )
 
@@ -240,9 +254,36 @@ def _read_file(name: str) -> str:
         raise HipbotError(f"cannot read {path}: {exc}") from exc
 
 
+def _split(rest: str) -> list[str]:
+    """The words of a line, as a shell splits them; an unclosed quote is the user's to fix."""
+    try:
+        return shlex.split(rest) if rest else []
+    except ValueError as exc:
+        raise HipbotError(
+            f"cannot read the line: {exc}", hint="close the quote, or escape it with a backslash"
+        ) from exc
+
+
+def _typed(option: Option, raw: str) -> Any:
+    """A key=value option read as the command table types it (Discord does this for its users)."""
+    kinds = {Kind.INT: (int, "a whole number"), Kind.FLOAT: (float, "a number")}
+    if option.kind not in kinds:
+        return raw
+    convert, what = kinds[option.kind]
+    try:
+        value = convert(raw)
+    except ValueError as exc:
+        raise HipbotError(f"{option.name} must be {what}, got {raw!r}") from exc
+    low = -math.inf if option.min is None else option.min
+    high = math.inf if option.max is None else option.max
+    if not low <= value <= high:  # nan is in no range
+        raise HipbotError(f"{option.name} must be between {low:g} and {high:g}, got {raw}")
+    return value
+
+
 def _key_values(rest: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for item in shlex.split(rest) if rest else []:
+    for item in _split(rest):
         key, sep, value = item.partition("=")
         if not sep:
             raise HipbotError(f"expected key=value, got {item!r}", hint="e.g. /config max_daily_per_user=5")

@@ -567,3 +567,42 @@ def test_finetune_list_survives_a_bad_progress_row(capsys) -> None:
     )
     assert main(["finetune", "list", "--all"]) == 0
     assert capsys.readouterr().out.startswith(f"#{job.id} {job.name} [queued]")
+
+
+# ------------------------------------------------------------------ the console (item 9)
+def test_one_bad_console_line_is_an_error_not_an_exit(tmp_path: Path) -> None:
+    from hipbot.bot.console import Console
+    from hipbot.bot.state import BotState
+    from hipbot.config import load_settings
+
+    settings = load_settings(env={}, home=tmp_path / "home")
+    lines = iter(
+        [
+            "/job 99999999999999999999999",
+            "/config max_daily_per_user=abc",
+            "/config max_daily_per_user=5000",
+            "/hipify 'unterminated",
+            "/finetune model=x lora_rank=abc",
+            "/finetune model=x epochs=nan",
+            "/help",
+        ]
+    )
+    out: list[str] = []
+
+    def read(prompt: str) -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    Console(settings=settings, state=BotState.open(settings.database), read=read, write=out.append).loop()
+    errors = [line for line in out if line.startswith("error:")]
+    assert errors == [
+        "error: no job #99999999999999999999999",
+        "error: max_daily_per_user must be a whole number, got 'abc'",
+        "error: max_daily_per_user must be between 0 and 1000, got 5000",
+        "error: cannot read the line: No closing quotation\nhint: close the quote, or escape it with a backslash",
+        "error: lora_rank must be a whole number, got 'abc'",
+        "error: epochs must be between 0.01 and 100, got nan",
+    ]
+    assert any("/hipify" in line for line in out[-3:])  # the session went on to /help
