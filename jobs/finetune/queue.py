@@ -4,7 +4,9 @@
 A job moves queued -> assigned (a worker claimed it; leased) -> running (first heartbeat) ->
 succeeded / failed / cancelled. A lease that runs out puts the job back in the queue for another
 worker, which resumes from the last uploaded checkpoint; after ``max_attempts`` claims it fails.
-Worker secrets and registration tokens are stored as SHA-256 hashes only.
+Worker secrets, registration tokens and client tokens are stored as SHA-256 hashes only. A client
+token names its user (``Caller``): it acts only as that user, unless it is a trusted front end's
+(the operator's, the Discord bot's), which vouches for the users it names.
 """
 
 from __future__ import annotations
