@@ -276,7 +276,9 @@ def submit(
             f"--dataset {dataset_file}: no such file; --dataset attaches a dataset file to the job",
             hint=f"to set the config key dataset (names in dataset_info.json), write dataset={dataset_file}",
         )
-    text = _load(args).text
+    from hipbot.jobs.finetune.spec import attach_deepspeed
+
+    text = attach_deepspeed(_load(args))  # a DeepSpeed JSON file named here travels inside the config
     client = _jobs(url, token)
     data = dataset_file.read_bytes() if dataset_file else None
     reply = client.submit(

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from test_coordinator import DATA, YAML, put, register, submit, tar_bytes
 from test_worker import free_port
 
+from hipbot.errors import HipbotError
 from hipbot.jobs.finetune.archive import ArchiveLimits
 from hipbot.jobs.finetune.coordinator import CoordinatorConfig, create_app
 from hipbot.jobs.finetune.intake import accept_job
@@ -606,3 +607,25 @@ def test_one_bad_console_line_is_an_error_not_an_exit(tmp_path: Path) -> None:
         "error: epochs must be between 0.01 and 100, got nan",
     ]
     assert any("/hipify" in line for line in out[-3:])  # the session went on to /help
+
+
+def test_a_local_deepspeed_file_travels_inside_the_submitted_config(tmp_path: Path) -> None:
+    from hipbot.jobs.finetune.spec import attach_deepspeed, load_job
+
+    (tmp_path / "ds.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 3}, "train_batch_size": "auto"})
+    )
+    job = tmp_path / "job.yaml"
+    job.write_text("# my run\nmodel_name_or_path: org/m\ndataset: d\ndeepspeed: ds.json\n")
+    loaded = load_job(job)
+    with pytest.raises(HipbotError, match="carries its own DeepSpeed JSON inline"):
+        parse_spec(loaded.text)  # the file's own text names a path: refused on other machines
+    sent = attach_deepspeed(loaded)
+    spec = parse_spec(sent)  # as the coordinator and the worker read it: no file involved
+    assert (
+        spec.deepspeed == {"zero_optimization": {"stage": 3}, "train_batch_size": "auto"}
+        and spec.zero_stage == 3
+    )
+    preset = tmp_path / "preset.yaml"
+    preset.write_text("model_name_or_path: org/m\ndataset: d\ndeepspeed: z3\n")
+    assert attach_deepspeed(load_job(preset)) == preset.read_text()

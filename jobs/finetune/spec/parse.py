@@ -230,6 +230,21 @@ def load_job(path: Path | str | None, overrides: Overrides | None = None) -> Job
     return JobConfig(_validate(resolved, source, list(overrides.problems)), text, source)
 
 
+def attach_deepspeed(config: JobConfig) -> str:
+    """The config's text to send to another machine: a DeepSpeed JSON file it names (found here)
+    travels inside it, as the inline mapping, since submitted configs never name files."""
+    ds = config.spec.deepspeed
+    if not isinstance(ds, str) or ds in DEEPSPEED_PRESETS or not Path(ds).expanduser().is_file():
+        return config.text
+    try:
+        inline = json.loads(Path(ds).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HipbotError(f"cannot attach deepspeed config {ds}: {exc}") from exc
+    raw = dict(_mapping(config.text, config.source) if config.text.strip() else {})
+    raw["deepspeed"] = inline
+    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+
+
 def load_spec(path: Path | str) -> JobSpec:
     """Read a job file (see ``load_job``)."""
     return load_job(path).spec
