@@ -1,32 +1,32 @@
 """Compile translated HIP with the real ``hipcc -fsyntax-only`` for an AMD target.
 
 The source is untrusted (pasted into a chat): it is compiled alone in a fresh temporary directory,
-with a time limit that kills the whole compiler process group, and includes that could read files
-outside that directory (absolute paths, ``..``, macro-computed names) are refused before hipcc runs.
-Diagnostics are mapped back to lines of the translated text.
+inside the sandbox of :mod:`sandbox` (only that directory, the toolchain and the caller's include
+folders exist there; no network; CPU, memory and time limits), whatever its includes say.
+Only diagnostics about the snippet's own lines are reported, mapped back to the translated text.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from hipbot.agents.hipify.cpp_tokens import DIRECTIVE, INCLUDE, LineIndex, include_target, tokenize
+from hipbot.agents.hipify.sandbox import CompilerMissing, Limits, SandboxUnavailable, find_hipcc, run_hipcc
 
 ARCH_RE = re.compile(r"^gfx[0-9a-f]{2,5}(?::[a-z0-9]+[+-])*$")
 _DIAG_RE = re.compile(
     r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$"
 )
+# the driver's own complaints (a flag it refuses), which name no file
+_DRIVER_RE = re.compile(r"^(?:clang(?:-\d+)?|clang\+\+(?:-\d+)?|hipcc|lld|ld\.lld): (?:error|fatal error): ")
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 MAX_DIAGNOSTICS = 200
 SOURCE_NAME = "input.hip"
+_INCLUDED_RE = re.compile(rf"^In file included from {re.escape(SOURCE_NAME)}:(?P<line>\d+):")
+__all__ = ["ARCH_RE", "CheckResult", "Diagnostic", "check", "compiler_args", "find_hipcc", "own_diagnostics"]
 
 
 @dataclass(frozen=True)
@@ -107,36 +107,6 @@ def compiler_args(clang_args: Sequence[str]) -> list[str]:
     return out
 
 
-def find_hipcc() -> str | None:
-    return os.environ.get("HIPBOT_HIPCC") or shutil.which("hipcc")
-
-
-def unsafe_includes(source: str) -> list[str]:
-    """Reasons to refuse: includes that could reach files outside the sandbox directory."""
-    problems = []
-    lines = LineIndex(source)
-    for tok in tokenize(source, comments=False):
-        if tok.kind == INCLUDE:
-            name, _angled, _ = include_target(tok.text)
-            parts = name.replace("\\", "/").split("/")
-            if name.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
-                problems.append(
-                    f"line {lines.position(tok.start)[0]}: include of '{name}' outside the snippet"
-                )
-        elif tok.kind == DIRECTIVE:
-            word = tok.text.split("#", 1)[1].strip()
-            if word in ("include", "include_next", "import", "embed"):
-                problems.append(f"line {lines.position(tok.start)[0]}: computed #{word} is not allowed")
-    return problems
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
 def check(
     hip_source: str,
     arch: str = "gfx90a",
@@ -144,100 +114,72 @@ def check(
     include_dirs: Sequence[str] = (),
     extra_args: Sequence[str] = (),
 ) -> CheckResult:
-    """``hipcc -fsyntax-only --offload-arch=ARCH`` on the text; never raises for bad input.
+    """``hipcc -fsyntax-only --offload-arch=ARCH`` on the text, sandboxed; never raises for bad input.
 
     ``include_dirs``/``extra_args`` (``-D``, ``-U``, ``-std=``...) are for the local CLI checking a
-    project's own files: the project's headers are then found, and includes are not screened
-    (the screening is for text pasted into a chat, which gets neither)."""
+    project's own files: those folders are then readable in the sandbox too."""
     if not ARCH_RE.match(arch):
         return CheckResult(
             False, arch, error=f"not an AMD GPU target: {arch!r} (expected e.g. gfx90a, gfx942, gfx1100)"
         )
     if len(hip_source.encode("utf-8", "replace")) > MAX_SOURCE_BYTES:
         return CheckResult(False, arch, error="source too large to compile-check (limit 2 MiB)")
-    problems = [] if include_dirs or extra_args else unsafe_includes(hip_source)
-    if problems:
-        return CheckResult(False, arch, error="refused: " + "; ".join(problems))
-    hipcc = find_hipcc()
-    if hipcc is None:
-        return CheckResult(False, arch, available=False, error="hipcc is not installed (apt install hipcc)")
-    src_lines = hip_source.splitlines()
+    includes = [os.path.abspath(d) for d in include_dirs]
+    args = [f"--offload-arch={arch}", "-fsyntax-only", *(f"-I{d}" for d in includes), *extra_args]
+    args += ["-x", "hip", SOURCE_NAME]
     with tempfile.TemporaryDirectory(prefix="hipbot-check-") as tmp:
-        path = os.path.join(tmp, SOURCE_NAME)
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        with open(os.path.join(tmp, SOURCE_NAME), "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(hip_source)
-        includes = [f"-I{os.path.abspath(d)}" for d in include_dirs]
-        cmd = [
-            hipcc,
-            f"--offload-arch={arch}",
-            "-fsyntax-only",
-            *includes,
-            *extra_args,
-            "-x",
-            "hip",
-            SOURCE_NAME,
-        ]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": tmp,
-            "TMPDIR": tmp,
-            "HIP_PLATFORM": "amd",
-            "LANG": "C",
-        }
-        for var in ("ROCM_PATH", "HIP_PATH", "HIP_CLANG_PATH", "HIP_DEVICE_LIB_PATH"):
-            if var in os.environ:
-                env[var] = os.environ[var]
-        start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return CheckResult(
-                False, arch, available=False, error=f"cannot run hipcc: {exc.strerror}", command=cmd
-            )
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.communicate()
-            return CheckResult(
-                False,
-                arch,
-                error=f"hipcc took longer than {timeout:g}s",
-                seconds=time.monotonic() - start,
-                command=cmd,
-            )
-        seconds = time.monotonic() - start
-    text = out.decode("utf-8", "replace")
+            run = run_hipcc(args, tmp, readable=[tmp, *includes], limits=Limits(seconds=timeout))
+        except (CompilerMissing, SandboxUnavailable) as exc:
+            return CheckResult(False, arch, available=False, error=str(exc))
+    command = ["hipcc", *args]
+    if run.timed_out:
+        return CheckResult(
+            False, arch, error=f"hipcc took longer than {timeout:g}s", seconds=run.seconds, command=command
+        )
+    diagnostics = own_diagnostics(run.output, hip_source.splitlines())
+    has_error = any(d.severity == "error" for d in diagnostics)
+    ok = run.returncode == 0 and not has_error
+    error = None
+    if run.returncode != 0 and not has_error:
+        driver = [ln for ln in run.output.splitlines() if _DRIVER_RE.match(ln)]
+        error = f"hipcc exited with status {run.returncode}" + (
+            ": " + " | ".join(driver[-3:]) if driver else ""
+        )
+    return CheckResult(ok, arch, True, diagnostics, error, run.seconds, command)
+
+
+def own_diagnostics(output: str, src_lines: Sequence[str]) -> list[Diagnostic]:
+    """hipcc's diagnostics about the snippet's own lines, each once (host and device passes repeat
+    them). One about another file is not quoted: its error is reported at the snippet's
+    ``#include`` line that led to it, and its notes and warnings are left out."""
     diagnostics: list[Diagnostic] = []
     seen: set[tuple] = set()
-    for raw in text.splitlines():
+    included_at = 0  # the snippet's line whose include led to the next diagnostic
+    for raw in output.splitlines():
+        inc = _INCLUDED_RE.match(raw)
+        if inc:
+            included_at = included_at or int(inc["line"])
+            continue
         m = _DIAG_RE.match(raw)
         if not m:
             continue
-        file = m["file"]
-        line, col = int(m["line"]), int(m["col"])
         sev = "error" if m["sev"] == "fatal error" else m["sev"]
-        key = (file, line, col, sev, m["msg"])
-        if key in seen:
-            continue  # host and device passes report the same problem twice
-        seen.add(key)
-        ours = os.path.basename(file) == SOURCE_NAME
-        src = src_lines[line - 1].strip() if ours and 0 < line <= len(src_lines) else ""
-        diagnostics.append(Diagnostic(line, col, sev, m["msg"], src, SOURCE_NAME if ours else file))
+        if m["file"] == SOURCE_NAME:
+            line, col, msg = int(m["line"]), int(m["col"]), m["msg"]
+        elif sev == "error" and included_at:
+            line, col, msg = included_at, 1, "error inside a header included here (not shown)"
+        else:
+            included_at = 0
+            continue
+        included_at = 0
+        if (line, col, sev, msg) in seen:
+            continue
+        seen.add((line, col, sev, msg))
+        src = src_lines[line - 1].strip() if 0 < line <= len(src_lines) else ""
+        diagnostics.append(Diagnostic(line, col, sev, msg, src))
         if len(diagnostics) >= MAX_DIAGNOSTICS:
             break
-    has_error = any(d.severity == "error" for d in diagnostics)
-    ok = proc.returncode == 0 and not has_error
-    error = None
-    if proc.returncode != 0 and not has_error:
-        tail = "\n".join(text.strip().splitlines()[-5:])
-        error = f"hipcc exited with status {proc.returncode}: {tail}"
-    return CheckResult(ok, arch, True, diagnostics, error, seconds, cmd)
+    return diagnostics

@@ -1,4 +1,6 @@
-"""Compile checks with the real hipcc (a few runs only: each costs ~1-2 s)."""
+"""Compile checks with the real hipcc in its sandbox (a few runs only: each costs ~1-2 s).
+
+The snippet is hostile in tests/hipify/test_sandbox.py."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hipbot.agents.hipify.compile_check import check, compiler_args, unsafe_includes
+from hipbot.agents.hipify.compile_check import check, compiler_args
 from hipbot.agents.hipify.translate import HipifyOptions, translate
 
 CUDA_SAXPY = """#include <cuda_runtime.h>
@@ -42,7 +44,6 @@ int main() {
 
 
 @pytest.mark.hipcc
-@pytest.mark.hipcc
 def test_translated_kernels_compile_for_gfx90a_both_launch_syntaxes() -> None:
     for hip_syntax in (False, True):
         hip = translate(CUDA_SAXPY, HipifyOptions(hip_kernel_execution_syntax=hip_syntax)).text
@@ -51,7 +52,6 @@ def test_translated_kernels_compile_for_gfx90a_both_launch_syntaxes() -> None:
         assert result.errors == []
 
 
-@pytest.mark.hipcc
 @pytest.mark.hipcc
 def test_diagnostics_point_at_translated_lines() -> None:
     hip = translate(CUDA_SAXPY.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + undefined_thing;")).text
@@ -64,21 +64,6 @@ def test_diagnostics_point_at_translated_lines() -> None:
     assert result.to_dict()["diagnostics"][0]["line"] == err.line
 
 
-@pytest.mark.parametrize(
-    "src",
-    [
-        '#include "/etc/passwd"\n',
-        "#include <../../etc/shadow>\n",
-        '#include "a/../../b.h"\n',
-        "#define P </etc/hosts>\n#include P\n",
-    ],
-)
-def test_includes_outside_the_sandbox_are_refused_before_hipcc(src: str) -> None:
-    assert unsafe_includes(src)
-    result = check(src)
-    assert not result.ok and result.error.startswith("refused")
-
-
 def test_bad_arch_and_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "not an AMD GPU target" in check("int x;", "sm_80").error
     monkeypatch.setenv("HIPBOT_HIPCC", "/nonexistent/hipcc")
@@ -86,7 +71,6 @@ def test_bad_arch_and_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not result.ok and not result.available
 
 
-@pytest.mark.hipcc
 @pytest.mark.hipcc
 def test_time_limit_kills_the_compiler() -> None:
     # deep template recursion keeps the front end busy far longer than the limit
