@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install hipbot into .venv/ at the repo root.
-#   bash deploy/install.sh          the assistant and worker (CPU torch), dev tools
+#   bash deploy/install.sh          the assistant and worker (CPU torch), dev tools, bubblewrap
+#                                   (the compile check's sandbox; apt, when run as root)
 #   bash deploy/install.sh --test   also what the test suite needs: hipcc (apt), the vLLM CPU
 #                                   server in .venv-vllm/, the SmolLM2 base model as safetensors
 set -euo pipefail
@@ -20,6 +21,17 @@ if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 .venv/bin/python -m pip install -q -e ".[dev]"
 # PyPI's torchvision/torchaudio/torchcodec break beside the local torch build.
 .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+# The compile check (hipify --check, the bot's /hipify with an arch, port) runs hipcc only inside a
+# bubblewrap sandbox; without bwrap it is refused.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "note: bubblewrap not found and not root; compile checks (and their tests) are refused until:" \
+      "sudo apt-get install bubblewrap" >&2
+  fi
+fi
 if [ "$want_test" = 1 ]; then
   if ! command -v hipcc >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
