@@ -146,8 +146,9 @@ def _submitted_deepspeed(raw: RawConfig, problems: list[str]) -> RawConfig:
         return raw
     problems.append(
         f"deepspeed {value!r} is neither a preset ({', '.join(DEEPSPEED_PRESETS)}) nor one of "
-        "LLaMA-Factory's example files by name; a submitted config carries its own DeepSpeed JSON "
-        "inline (deepspeed: {zero_optimization: ...}): files are not read from other machines"
+        f"LLaMA-Factory's example files, known by name ({', '.join(sorted(LLAMAFACTORY_DEEPSPEED))}); "
+        "a submitted config carries its own DeepSpeed JSON inline (deepspeed: {zero_optimization: ...}): "
+        "files are not read from other machines"
     )
     del raw["deepspeed"]
     return raw
