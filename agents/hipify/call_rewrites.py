@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hipbot.agents.hipify.cpp_tokens import COMMENT, TokenWindow
+from hipbot.agents.hipify.cpp_tokens import COMMENT, TokenSeq
 
 SOLVE_AUTO = "rocsparse_solve_policy_auto"
 ANALYSIS_FORCE = "rocsparse_analysis_policy_force"
@@ -184,54 +184,55 @@ class CallRewrite:
     overload: str | None = None  # the name the number of arguments selects (``OVERLOADS``)
 
 
-def call_args(win: TokenWindow, i: int) -> tuple[int, list[tuple[int, int]]] | None:
-    """For a name at ``win.get(i)`` followed by ``(``: (index of ``)``, token index ranges of args)."""
+def call_args(win: TokenSeq, i: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """For a name at ``win.get(i)`` followed by ``(``: (index of ``)``, token index ranges of args).
+    Nested brackets are passed in one step each (their partners are known), so the cost is the
+    number of the call's own top-level tokens."""
     j = i + 1
     while (t := win.get(j)) is not None and t.kind == COMMENT:
         j += 1
     if t is None or t.text != "(":
         return None
-    depth = 0
+    close = win.partner(j)
+    if close < 0:
+        return None
     args: list[tuple[int, int]] = []
     first = -1
-    k = j - 1
-    while (t := win.get(k := k + 1)) is not None:
+    k = j + 1
+    while k < close:
+        t = win.get(k)
+        if t is None:
+            return None
         if t.kind == COMMENT:
+            k += 1
             continue
-        text = t.text
-        if text in ("(", "[", "{"):
-            depth += 1
-            if depth == 1:
-                continue
-        elif text in (")", "]", "}"):
-            depth -= 1
-            if depth == 0:
-                if first >= 0:
-                    args.append((first, k - 1))
-                return k, args
-        elif text == "," and depth == 1:
+        if t.text == ",":
             args.append((first, k - 1))
             first = -1
-            continue
-        elif text == ";" and depth <= 1:
+        elif t.text == ";":
             return None
-        if first < 0:
-            first = k
-    return None
+        else:
+            if first < 0:
+                first = k
+            if t.text in ("(", "[", "{"):
+                k = max(k, win.partner(k))
+        k += 1
+    if first >= 0:
+        args.append((first, close - 1))
+    return close, args
 
 
 def rewrite_call(
     src: str,
-    start: int,
+    win: TokenSeq,
     ops: list[Op],
     overloads: dict[int, str] | None,
     is_kernel: Callable[[str], bool],
 ) -> CallRewrite:
-    """hipify-clang's argument rewrites ``ops`` for the call whose name starts at ``start``, or the
+    """hipify-clang's argument rewrites ``ops`` for the call whose name is ``win.get(0)``, or the
     overload (of ``overloads``) the number of arguments selects; ``is_kernel`` tells the kernels
     the file or project declares ``__global__``."""
     out = CallRewrite()
-    win = TokenWindow(src, start)
     call = call_args(win, 0)
     if call is None or not call[1]:
         return out

@@ -10,8 +10,8 @@ whole scan is linear. Raw string literals (``R"d(...)d"``) are closed with ``str
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 # Token kinds
@@ -96,19 +96,26 @@ def tokenize(source: str, pos: int = 0, *, comments: bool = True) -> Iterator[To
         pos = end
 
 
+_OPENERS = frozenset("([{")
+_CLOSERS = frozenset(")]}")
+
+
 class TokenWindow:
     """Tokens from an offset on, produced only as far as they are looked at: local parsing (a call's
-    arguments, a kernel launch) costs the size of what it reads, not of the file."""
+    arguments, a kernel launch) costs the size of what it reads, not of the file. ``meter`` (one
+    shared counter) adds up that reading, for :class:`Tokens`."""
 
-    def __init__(self, source: str, pos: int = 0) -> None:
+    def __init__(self, source: str, pos: int = 0, meter: list[int] | None = None) -> None:
         self._it = tokenize(source, pos)
         self._toks: list[Token] = []
         self._done = False
+        self._meter = meter if meter is not None else [0]
 
     def get(self, i: int) -> Token | None:
         toks = self._toks
         while len(toks) <= i and not self._done:
             tok = next(self._it, None)
+            self._meter[0] += 1
             if tok is None:
                 self._done = True
             else:
@@ -123,6 +130,110 @@ class TokenWindow:
                 return i
             i += 1
         return -1
+
+    def partner(self, i: int) -> int:
+        """Index of the bracket that closes (or opens) the one at ``i``, any kind counting as a
+        level; -1 when there is none in the window."""
+        tok = self.get(i)
+        if tok is None or (tok.text not in _OPENERS and tok.text not in _CLOSERS):
+            return -1
+        step = 1 if tok.text in _OPENERS else -1
+        depth = 0
+        j = i
+        while (t := self.get(j)) is not None:
+            self._meter[0] += 1
+            depth += (t.text in _OPENERS) - (t.text in _CLOSERS)
+            if depth == 0:
+                return j
+            j += step
+        return -1
+
+
+def _partners(toks: list[Token]) -> list[int]:
+    """For each bracket token the index of its partner, -1 for none (and for other tokens). Any
+    kind counts as a level, as :meth:`TokenWindow.partner` counts them."""
+    partner = [-1] * len(toks)
+    stack: list[int] = []
+    for i, tok in enumerate(toks):
+        if tok.kind != PUNCT:
+            continue
+        if tok.text in _OPENERS:
+            stack.append(i)
+        elif tok.text in _CLOSERS and stack:
+            j = stack.pop()
+            partner[i], partner[j] = j, i
+    return partner
+
+
+class TokenList:
+    """Every token of a source (tokenized once), with each bracket's partner: a parser reading from
+    any token costs what it reads, and skips a bracketed group in one step."""
+
+    def __init__(self, source: str, tick: Callable[[], None] | None = None) -> None:
+        self.toks = []
+        for n, tok in enumerate(tokenize(source)):
+            if tick is not None and not n % 4096:
+                tick()  # e.g. a deadline's check
+            self.toks.append(tok)
+        self.starts = [t.start for t in self.toks]
+        self.partners = _partners(self.toks)
+
+    def view(self, offset: int) -> TokenView:
+        """The tokens from the first one that starts at or after ``offset``."""
+        return TokenView(self, bisect_left(self.starts, offset))
+
+
+class TokenView:
+    """A :class:`TokenList` seen from one token on, indexed from 0 there, as :class:`TokenWindow`
+    is (index -1 and below are None)."""
+
+    def __init__(self, tokens: TokenList, base: int) -> None:
+        self._tokens = tokens
+        self._base = base
+
+    def get(self, i: int) -> Token | None:
+        k = self._base + i
+        toks = self._tokens.toks
+        return toks[k] if i >= 0 and k < len(toks) else None
+
+    def index_at(self, offset: int) -> int:
+        """Index of the token that starts at ``offset`` (-1 if none does)."""
+        starts = self._tokens.starts
+        k = bisect_left(starts, offset)
+        return k - self._base if k >= self._base and k < len(starts) and starts[k] == offset else -1
+
+    def partner(self, i: int) -> int:
+        """Index of the bracket paired with the one at ``i`` (-1 if none, or it lies before the view)."""
+        if i < 0 or self._base + i >= len(self._tokens.toks):
+            return -1
+        k = self._tokens.partners[self._base + i]
+        return k - self._base if k >= self._base else -1
+
+
+TokenSeq = TokenWindow | TokenView  # what a parser reads: get(i), index_at(offset), partner(i)
+
+
+class Tokens:
+    """Windows on one source for parsing at many places in it (each call, launch or lint): lazy
+    :class:`TokenWindow` s, cheap for ordinary files, while the reading they do stays within a
+    budget proportional to the source; past it (the same long stretch re-read from many places,
+    as in ``k<<<g,b>>>(`` repeated on one line), one :class:`TokenList` of the whole file answers
+    every later view. So the total work is linear in the source, whatever it holds."""
+
+    def __init__(self, source: str, tick: Callable[[], None] | None = None) -> None:
+        self.source = source
+        self.tick = tick  # called every few thousand tokens while the whole file is listed
+        self.meter = [0]
+        self.budget = len(source) // 2 + 20_000
+        self._list: TokenList | None = None
+
+    def view(self, offset: int) -> TokenWindow | TokenView:
+        """The tokens from ``offset`` on (from the first token at or after it, once listed)."""
+        if self._list is None and self.meter[0] > self.budget:
+            self._list = TokenList(self.source, self.tick)
+        if self._list is not None:
+            return self._list.view(offset)
+        return TokenWindow(self.source, offset, self.meter)
 
 
 _STRING_PREFIX_AHEAD = r"""u8R"|u8"|LR"|uR"|UR"|[uULR]["']"""

@@ -5,13 +5,17 @@ unless already written as ``dim3(...)``, ``0`` for an omitted shared-memory size
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hipbot.agents.hipify.cpp_tokens import COMMENT, IDENT, TokenWindow
+from hipbot.agents.hipify.cpp_tokens import COMMENT, IDENT, LineIndex, TokenSeq
 
 _OPEN = {"(": 1, "[": 1, "{": 1}
 _CLOSE = {")": 1, "]": 1, "}": 1}
+# How far back a kernel's template arguments are looked for (``k<T, Tile<8>><<<``): launches a
+# few tokens apart then cost a bounded look each, never a walk back over the file.
+MAX_TEMPLATE_TOKENS = 512
 
 
 class LaunchError(ValueError):
@@ -39,45 +43,35 @@ class Launch:
         return self.open[1] - self.open[0] != 3 or self.close[1] - self.close[0] != 3
 
 
-def _prev(win: TokenWindow, i: int) -> int:
+def _prev(win: TokenSeq, i: int) -> int:
     i -= 1
     while (t := win.get(i)) is not None and t.kind == COMMENT:
         i -= 1
     return i
 
 
-def _next(win: TokenWindow, i: int) -> int:
+def _next(win: TokenSeq, i: int) -> int:
     i += 1
     while (t := win.get(i)) is not None and t.kind == COMMENT:
         i += 1
     return i
 
 
-def _text(win: TokenWindow, i: int) -> str:
+def _text(win: TokenSeq, i: int) -> str:
     t = win.get(i)
     return "" if t is None else t.text
 
 
-def _opening(win: TokenWindow, j: int, open_: str, close: str) -> int:
-    """Index of the ``open_`` that matches the ``close`` at token ``j`` (-1 when unbalanced)."""
-    depth = 0
-    while j >= 0:
-        t = _text(win, j)
-        depth += t == close
-        depth -= t == open_
-        if depth == 0:
-            break
-        j -= 1
-    return j
-
-
-def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
+def _kernel_start(win: TokenSeq, i: int) -> tuple[int, bool]:
     """Index of the first token of the kernel expression that ends just before token ``i``."""
     j = _prev(win, i)
     templated = False
     if _text(win, j) in (">", ">>"):
         depth = 0
+        floor = j - MAX_TEMPLATE_TOKENS
         while j >= 0:
+            if j < floor:
+                return -1, False
             t = _text(win, j)
             if t == ">":
                 depth += 1
@@ -87,15 +81,15 @@ def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
                 depth -= 1
                 if depth == 0:
                     break
-            elif t in (";", "{", "}"):
+            elif t in (";", "{", "}", "<<<", ">>>"):
                 return -1, False
             j -= 1
         j = _prev(win, j)
         templated = True
     elif _text(win, j) == ")":
-        return _opening(win, j, "(", ")"), False
+        return win.partner(j), False
     elif _text(win, j) == "]":  # kernels[i]<<<...>>>
-        j = _prev(win, _opening(win, j, "[", "]"))
+        j = _prev(win, win.partner(j))
     tok = win.get(j) if j >= 0 else None
     if tok is None or tok.kind != IDENT:
         return -1, False
@@ -120,7 +114,7 @@ def _kernel_start(win: TokenWindow, i: int) -> tuple[int, bool]:
         return j, templated
 
 
-def parse_launch(win: TokenWindow, i: int) -> Launch:
+def parse_launch(win: TokenSeq, i: int) -> Launch:
     """Parse the launch whose ``<<<`` is token ``i`` of the window."""
     open_tok = win.get(i)
     if open_tok is None:
@@ -135,7 +129,6 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
         open_end = win.get(j).end
         j += 1
     config: list[tuple[int, int]] = []
-    depth = 0
     arg_first = arg_last = None
     close = (0, 0)
     while True:
@@ -146,13 +139,13 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
         if t.kind == COMMENT:
             j += 1
             continue
-        if depth == 0 and text == ">>" and _text(win, j + 1) == ">":  # '>> >'
+        if text == ">>" and _text(win, j + 1) == ">":  # '>> >'
             j += 1
             close = (t.start, win.get(j).end)
             text = ">>>"
         elif text == ">>>":
             close = (t.start, t.end)
-        if depth == 0 and text in (">>>", ","):
+        if text in (">>>", ","):
             if arg_first is None:
                 raise LaunchError("empty kernel launch configuration argument", t.start)
             config.append((arg_first.start, arg_last.end))
@@ -161,13 +154,15 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
                 break
             j += 1
             continue
-        if text in _OPEN:
-            depth += 1
-        elif text in _CLOSE:
-            depth -= 1
-            if depth < 0:
+        if text in _OPEN:  # a bracketed group: one step to its partner
+            close_at = win.partner(j)
+            if close_at < 0:
                 raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
-        elif text in (";", "<<<") and depth == 0:
+            arg_first = arg_first or t
+            arg_last = win.get(close_at)
+            j = close_at + 1
+            continue
+        if text in _CLOSE or text in (";", "<<<"):
             raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
         if arg_first is None:
             arg_first = t
@@ -181,16 +176,8 @@ def parse_launch(win: TokenWindow, i: int) -> Launch:
     paren = win.get(p)
     if paren is None or paren.text != "(":
         raise LaunchError("kernel launch '>>>' is not followed by an argument list", win.get(j).start)
-    depth = 0
-    q = p
-    while (t := win.get(q)) is not None:
-        if t.text in _OPEN:
-            depth += 1
-        elif t.text in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                break
-        q += 1
+    q = win.partner(p)
+    t = win.get(q) if q >= 0 else None
     if t is None:
         raise LaunchError("kernel launch argument list is not closed", paren.start)
     first, last = _next(win, p), _prev(win, q)
@@ -230,41 +217,43 @@ def hip_launch_call(kernel: str, config: list[str], args: str | None, templated:
 _FUNCTION_MACRO = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
 
 
-def macro_around(src: str, pos: int) -> tuple[str, list[str], int] | None:
-    """(name, parameters, end offset) of the function-like ``#define`` whose body holds ``pos``."""
-    start = src.rfind("\n", 0, pos) + 1
-    while start > 1 and src[max(0, start - 3) : start].rstrip("\r\n").endswith("\\"):
-        start = src.rfind("\n", 0, start - 1) + 1
-    m = _FUNCTION_MACRO.match(src, start)
-    if m is None:
-        return None
-    end = pos
-    while True:
-        nl = src.find("\n", end)
-        if nl == -1:
-            end = len(src)
-            break
-        if src[max(0, nl - 2) : nl].rstrip("\r").endswith("\\"):
-            end = nl + 1
-            continue
-        end = nl
-        break
-    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
-    return m.group(1), params, end
+_LOGICAL_LINE_END = re.compile(r"(?<!\\)(?<!\\\r)\n")
 
 
-def statement_line_start(src: str, pos: int) -> int:
+class LogicalLines:
+    """The source's logical lines (physical lines joined by backslash-newline), found in one pass,
+    and the function-like ``#define`` each one is, remembered: asking for the macro around each
+    of many launches in one long macro costs a lookup each."""
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.starts = [0] + [m.end() for m in _LOGICAL_LINE_END.finditer(src)]
+        self._macros: dict[int, tuple[str, list[str], int] | None] = {}
+
+    def macro_around(self, pos: int) -> tuple[str, list[str], int] | None:
+        """(name, parameters, end offset) of the function-like ``#define`` whose body holds ``pos``."""
+        k = bisect_right(self.starts, pos) - 1
+        start = self.starts[k]
+        if start not in self._macros:
+            m = _FUNCTION_MACRO.match(self.src, start)
+            end = self.starts[k + 1] - 1 if k + 1 < len(self.starts) else len(self.src)
+            params = [p.strip() for p in m.group(2).split(",") if p.strip()] if m else []
+            self._macros[start] = (m.group(1), params, end) if m else None
+        return self._macros[start]
+
+
+def statement_line_start(src: str, pos: int, lines: LineIndex) -> int:
     """Where the statement holding the ``<<<`` at ``pos`` begins (just after the last ``;``, ``{``
     or ``}``): a kernel name with template arguments may sit lines above its ``<<<``. The look-back
-    is bounded, so the scan stays linear."""
+    is bounded (then the start of the line 4 KiB back), so the scan stays linear."""
     floor = max(0, pos - 4096)
     cut = max(src.rfind(";", floor, pos), src.rfind("{", floor, pos), src.rfind("}", floor, pos))
     if cut >= 0:
         return cut + 1
-    return src.rfind("\n", 0, floor) + 1 if floor else 0
+    return lines.starts[lines.position(floor)[0] - 1]
 
 
-def prev_text(win: TokenWindow, i: int) -> str:
+def prev_text(win: TokenSeq, i: int) -> str:
     """The text of the last non-comment token before ``win.get(i)`` ("" at the start)."""
     while i > 0:
         i -= 1

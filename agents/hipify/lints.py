@@ -16,10 +16,13 @@ from hipbot.agents.hipify.cpp_tokens import (
     NUMBER,
     LineIndex,
     Token,
+    Tokens,
+    TokenSeq,
     TokenWindow,
     candidate_scanner,
     scan,
 )
+from hipbot.agents.hipify.report import CHECK_EVERY, NO_DEADLINE, Deadline
 
 PORTING_GUIDE = "HIP/docs/how-to/hip_porting_guide.md"
 KERNEL_LANGUAGE = "HIP/docs/reference/kernel_language.rst"
@@ -265,13 +268,20 @@ def _int_value(text: str) -> int | None:
 
 class _Linter:
     def __init__(
-        self, source: str, filename: str, stage: str, scanner: re.Pattern[str] | None = None
+        self,
+        source: str,
+        filename: str,
+        stage: str,
+        scanner: re.Pattern[str] | None = None,
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self.scanner = scanner
+        self.deadline = deadline
         self.source = source
         self.filename = filename
         self.stage = stage
         self.lines = LineIndex(source)
+        self.tokens = Tokens(source, deadline.check)
         self.found: list[Lint] = []
         self.seen: set[tuple[str, int]] = set()
         self.mask_vars: set[str] = set()  # variables set to a full 32-bit lane mask
@@ -286,14 +296,20 @@ class _Linter:
             Lint(rule_id, rule.severity, line, col, message, rule.hint, rule.doc, self.stage, self.filename)
         )
 
+    def line_start(self, offset: int) -> int:
+        return self.lines.starts[self.lines.position(offset)[0] - 1]
+
     def line_text(self, tok: Token) -> str:
-        start = self.source.rfind("\n", 0, tok.start) + 1
-        end = self.source.find("\n", tok.end)
-        return self.source[start : end if end != -1 else len(self.source)].lower()
+        """The token's line, at most _NEAR characters either side of it (a line can be a whole file)."""
+        start = max(self.line_start(tok.start), tok.start - _NEAR)
+        end = self.source.find("\n", tok.end, tok.end + _NEAR)
+        return self.source[start : end if end != -1 else min(len(self.source), tok.end + _NEAR)].lower()
 
     def run(self) -> list[Lint]:
         src = self.source
-        for cand in scan(src, self.scanner or _SCANNER):
+        for n, cand in enumerate(scan(src, self.scanner or _SCANNER)):
+            if not n % CHECK_EVERY:
+                self.deadline.check()
             kind = cand.kind
             text = cand.text
             if kind == DIRECTIVE:
@@ -311,8 +327,8 @@ class _Linter:
                     continue
             elif kind != IDENT or not (text in _LINT_WORDS or text.startswith("__nvvm_")):
                 continue
-            line_start = src.rfind("\n", 0, cand.start) + 1
-            win = TokenWindow(src, line_start)
+            line_start = self.line_start(cand.start)
+            win = self.tokens.view(line_start)
             i = win.index_at(cand.start)
             if i < 0:
                 continue
@@ -323,11 +339,11 @@ class _Linter:
         self.found.sort(key=lambda x: (x.line, x.col))
         return self.found
 
-    def _ident(self, win: TokenWindow, i: int, t: Token, line_start: int) -> None:
+    def _ident(self, win: TokenSeq, i: int, t: Token, line_start: int) -> None:
         text = t.text
         prev, nxt = _text(win, i - 1), _text(win, i + 1)
         if text == "__CUDA_ARCH__":
-            directive = self.source[line_start : t.start].lstrip().startswith("#")
+            directive = _DIRECTIVE_BEFORE.match(self.source, line_start, t.start) is not None
             where = "preprocessor condition" if directive else "code"
             self.add("AMD008", t, f"__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang")
         elif text in ("asm", "__asm__", "__asm"):
@@ -366,11 +382,11 @@ class _Linter:
         """``int mask = 0xffffffff;``: remember the name, so that ``__any_sync(mask, p)`` is flagged.
         Reads only the text around the number (no tokenizing: masks are common in kernels)."""
         src = self.source
-        m = _ASSIGNED.search(src, src.rfind("\n", 0, t.start) + 1, t.start)
+        m = _ASSIGNED.search(src, max(self.line_start(t.start), t.start - _NEAR), t.start)
         if m is not None and src[t.end : t.end + 8].lstrip()[:1] in (";", ","):
             self.mask_vars.add(m.group(1))
 
-    def _number(self, win: TokenWindow, i: int, t: Token) -> None:
+    def _number(self, win: TokenSeq, i: int, t: Token) -> None:
         value = _int_value(t.text)
         prev, nxt = _text(win, i - 1), _text(win, i + 1)
         name = win.get(i - 2) if i >= 2 else None
@@ -397,7 +413,7 @@ class _Linter:
             op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
             self.add("AMD001", t, f"'{op} {t.text}' in lane/warp arithmetic assumes 32 lanes")
 
-    def _asm(self, win: TokenWindow, i: int, t: Token) -> None:
+    def _asm(self, win: TokenSeq, i: int, t: Token) -> None:
         k = i + 1
         while _text(win, k) in ("volatile", "__volatile__", "goto", "inline"):
             k += 1
@@ -411,14 +427,14 @@ class _Linter:
                 return
             self.add("AMD005", t, "inline assembly (PTX on CUDA) must be rewritten for AMD")
 
-    def _mask_arg(self, win: TokenWindow, i: int, t: Token) -> None:
+    def _mask_arg(self, win: TokenSeq, i: int, t: Token) -> None:
         arg = win.get(i + 2)
         if arg is not None and arg.text.lower() in _FULL_32:
             self.add("AMD004", arg, f"{t.text} given the 32-bit mask {arg.text}; wave64 needs 64 bits")
         elif arg is not None and arg.text in self.mask_vars and _text(win, i + 3) == ",":
             self.add("AMD004", arg, f"{t.text} given {arg.text}, set to a 32-bit mask; wave64 needs 64 bits")
 
-    def _mask_result(self, win: TokenWindow, i: int, t: Token) -> None:
+    def _mask_result(self, win: TokenSeq, i: int, t: Token) -> None:
         # `unsigned m = __ballot_sync(...)` / `int m = __activemask()`: the 64-bit mask is truncated
         name = win.get(i - 2)
         if i >= 3 and _text(win, i - 1) == "=" and name is not None and name.kind == IDENT:
@@ -426,7 +442,7 @@ class _Linter:
             if decl_type in _MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
                 self.add("AMD004", t, f"{t.text} result stored in a 32-bit '{decl_type}'")
 
-    def _warp_size(self, win: TokenWindow, i: int, t: Token, prev: str, nxt: str) -> None:
+    def _warp_size(self, win: TokenSeq, i: int, t: Token, prev: str, nxt: str) -> None:
         if prev == "[" or (prev in ("<", ",") and nxt in (">", ",")):
             self.add("AMD010", t, "warpSize used as an array bound or template argument")
         elif prev == "=" and i >= 3 and _text(win, i - 3) == "constexpr":
@@ -440,7 +456,7 @@ class _Linter:
         ):
             self.add("AMD002", t, "warpSize compared with 32")
 
-    def _shared(self, win: TokenWindow, i: int) -> None:
+    def _shared(self, win: TokenSeq, i: int) -> None:
         for k in range(i + 1, i + 24):
             text = _text(win, k)
             if text in ("", ";", "{", "=", "("):
@@ -451,7 +467,7 @@ class _Linter:
                 return
 
 
-def _text(win: TokenWindow, i: int) -> str:
+def _text(win: TokenSeq, i: int) -> str:
     tok = win.get(i) if i >= 0 else None
     return "" if tok is None else tok.text
 
@@ -464,6 +480,8 @@ _LINT_WORDS = frozenset(
     | _TEXTURE_REFERENCE
     | _CG_MISSING
 )
+_NEAR = 512  # how much of a line around a token the text rules read
+_DIRECTIVE_BEFORE = re.compile(r"[ \t]*#")  # the line up to a token is a directive's
 _ASSIGNED = re.compile(r"\b([A-Za-z_]\w*)[ \t]*=[ \t]*$")
 _SCANNER = candidate_scanner(
     tuple(sorted(_LINT_WORDS | {"__nvvm_"})),
@@ -495,14 +513,19 @@ _HIP_WORDS = frozenset(w for w in _TEXTURE_REFERENCE if w.startswith("hip"))
 _HIP_SCANNER = candidate_scanner(tuple(sorted(_HIP_WORDS)))
 
 
-def lint(source: str, filename: str = "<stdin>", stage: str = "cuda") -> list[Lint]:
+def lint(
+    source: str, filename: str = "<stdin>", stage: str = "cuda", deadline: Deadline = NO_DEADLINE
+) -> list[Lint]:
     """AMD porting findings for one source text (CUDA or HIP), in source order."""
-    return _Linter(source, filename, stage).run()
+    return _Linter(source, filename, stage, deadline=deadline).run()
 
 
-def lint_translation(cuda: str, hip: str, filename: str = "<stdin>") -> list[Lint]:
+def lint_translation(
+    cuda: str, hip: str, filename: str = "<stdin>", deadline: Deadline = NO_DEADLINE
+) -> list[Lint]:
     """Lints of the CUDA input, plus what the HIP output adds (e.g. hipBindTexture)."""
-    before = lint(cuda, filename, "cuda")
+    before = lint(cuda, filename, "cuda", deadline)
     keys = {(x.id, x.message) for x in before}
-    after = [x for x in _Linter(hip, filename, "hip", _HIP_SCANNER).run() if (x.id, x.message) not in keys]
+    hip_lints = _Linter(hip, filename, "hip", _HIP_SCANNER, deadline).run()
+    after = [x for x in hip_lints if (x.id, x.message) not in keys]
     return before + after

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 _KERNEL_NAME = re.compile(
-    r"\b__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*|[\w:]+\s+)*?(?!__launch_bounds__\b)(\w+)\s*\("
+    r"\b__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*|[\w:]+\s+){0,16}?(?!__launch_bounds__\b)(\w+)\s*\("
 )
 # How a file defines its own helpers: `#define NAME` and `TYPE NAME(` at the start of a line.
 _DEFINE_PREFIX = r"^[ \t]*#[ \t]*define[ \t]+"
@@ -15,27 +15,8 @@ _FUNCTION = (
     r"^[ \t]*(?:(?:static|inline|extern|__host__|__device__|const)[ \t]+)*"
     r"(?:void|int|bool|float|double|char|auto|size_t|unsigned|long|cudaError_t)[ \t*&]+"
 )
-_DEFINE_HEAD = re.compile(_DEFINE_PREFIX + "$")
-_FUNCTION_HEAD = re.compile(_FUNCTION + "$")
 _OWN_MACRO = re.compile(_DEFINE_PREFIX + r"([A-Za-z_]\w*)", re.MULTILINE)
 _OWN_FUNCTION = re.compile(_FUNCTION + r"([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
-
-
-def defines(src: str, name: str) -> bool:
-    """``#define NAME`` or a ``TYPE NAME(`` function head somewhere in ``src``."""
-    at = src.find(name)
-    while at != -1:
-        end = at + len(name)
-        if (at == 0 or not (src[at - 1].isalnum() or src[at - 1] == "_")) and not (
-            end < len(src) and (src[end].isalnum() or src[end] == "_")
-        ):
-            head = src[src.rfind("\n", 0, at) + 1 : at]
-            if _DEFINE_HEAD.search(head) or (
-                _FUNCTION_HEAD.search(head) and src[end : end + 64].lstrip().startswith("(")
-            ):
-                return True
-        at = src.find(name, end)
-    return False
 
 
 def looks_cuda(name: str) -> bool:

@@ -3,12 +3,45 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from hipbot.errors import HipbotError
+
 if TYPE_CHECKING:
     from hipbot.agents.hipify.lints import Lint
+
+
+class TranslationTimeout(HipbotError):
+    """A translation ran past the time limit its caller gave (``translate(..., time_limit=)``)."""
+
+    http_status = 422
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a translation must stop (``time.monotonic()``; None: never). The translator's loops ask
+    ``check`` every few thousand steps, so a hostile input costs its caller at most the limit."""
+
+    at: float | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls() if seconds is None else cls(time.monotonic() + seconds, seconds)
+
+    def check(self) -> None:
+        if self.at is not None and time.monotonic() > self.at:
+            raise TranslationTimeout(
+                f"the translation took longer than its {self.seconds:g} s limit",
+                hint="send a smaller file, or run `hipbot hipify` on your own machine",
+            )
+
+
+NO_DEADLINE = Deadline()
+CHECK_EVERY = 4096  # loop steps between two deadline checks
 
 
 @dataclass

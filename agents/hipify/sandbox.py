@@ -253,6 +253,7 @@ def run_hipcc(
 ) -> SandboxRun:
     """``hipcc ARGS`` in ``workdir`` inside the sandbox (see :func:`run_sandboxed`), with the
     toolchain's folders readable. Raises :class:`CompilerMissing` or :class:`SandboxUnavailable`."""
+    require_sandbox()  # the first precondition: nothing is compiled outside it
     hipcc = find_hipcc()
     if hipcc is None or not os.access(hipcc, os.X_OK):
         raise CompilerMissing(

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hipbot.agents.hipify.report import HipifyOptions, HipifyReport, HipifyResult
+from hipbot.agents.hipify.report import (
+    Deadline,
+    HipifyOptions,
+    HipifyReport,
+    HipifyResult,
+    TranslationTimeout,
+)
 from hipbot.agents.hipify.translator import Translator
 from hipbot.agents.hipify.tree import (
     MAX_INPUT_BYTES,
@@ -43,15 +49,25 @@ __all__ = [
     "HipifyOptions",
     "HipifyReport",
     "HipifyResult",
+    "TranslationTimeout",
     "check_text",
     "translate",
     "translate_path",
 ]
 
 
-def translate(source: str, options: HipifyOptions | None = None, filename: str = "<stdin>") -> HipifyResult:
-    """Translate CUDA source text to HIP. Never raises for odd input: problems go in ``report.errors``."""
+def translate(
+    source: str,
+    options: HipifyOptions | None = None,
+    filename: str = "<stdin>",
+    *,
+    time_limit: float | None = None,
+) -> HipifyResult:
+    """Translate CUDA source text to HIP, in time linear in its size. Never raises for odd input:
+    problems go in ``report.errors``. ``time_limit`` (seconds, for text from strangers: the bot,
+    a server) raises :class:`TranslationTimeout` when the translation and its lints take longer."""
     options = options or HipifyOptions()
+    deadline = Deadline.after(time_limit)
     problem = None
     if not source.strip():
         problem = "input is empty"
@@ -63,13 +79,13 @@ def translate(source: str, options: HipifyOptions | None = None, filename: str =
         report = HipifyReport(filename)
         report.errors.append(f"{filename}: {problem}")
         return HipifyResult(source, report, [])
-    translator = Translator(source, options, filename)
+    translator = Translator(source, options, filename, deadline)
     text = translator.run()
     result = HipifyResult(text, translator.report)
     if options.lint:
         from hipbot.agents.hipify import lints
 
-        result.lints = lints.lint_translation(source, text, filename)
+        result.lints = lints.lint_translation(source, text, filename, deadline)
     return result
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from functools import cache
+from functools import cache, cached_property
 
 from hipbot.agents.hipify import call_rewrites, pp_blocks
 from hipbot.agents.hipify.call_rewrites import call_args
@@ -21,6 +21,7 @@ from hipbot.agents.hipify.cpp_tokens import (
     STRING,
     LineIndex,
     Token,
+    Tokens,
     TokenWindow,
     candidate_scanner,
     include_target,
@@ -37,14 +38,14 @@ from hipbot.agents.hipify.includes import (
 from hipbot.agents.hipify.kernel_launch import (
     Launch,
     LaunchError,
+    LogicalLines,
     hip_launch_call,
     hip_launch_text,
-    macro_around,
     parse_launch,
     prev_text,
     statement_line_start,
 )
-from hipbot.agents.hipify.names import defines, kernel_names, looks_cuda
+from hipbot.agents.hipify.names import kernel_names, looks_cuda, own_names
 from hipbot.agents.hipify.renames import (
     CUDA_PREFIXES,
     LIBRARIES,
@@ -57,13 +58,23 @@ from hipbot.agents.hipify.renames import (
     blas_v2_only,
     rename_table,
 )
-from hipbot.agents.hipify.report import HipifyOptions, HipifyReport, Unconverted
+from hipbot.agents.hipify.report import (
+    CHECK_EVERY,
+    NO_DEADLINE,
+    Deadline,
+    HipifyOptions,
+    HipifyReport,
+    Unconverted,
+)
 from hipbot.agents.hipify.tree import encode_text, encoding_of
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
+_TEMPLATE_LOOKBACK = 4096  # how far before ``__global__`` its ``template <...>`` head is looked for
 _SCOPE = re.compile(r"[ \t]*::")
 _THRUST_QUALIFIER = re.compile(r"\bthrust[ \t]*::[ \t]*(?:system[ \t]*::[ \t]*)?$")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_DEFINED_HERE = re.compile(r"#[ \t]*define[ \t]+$")
+_CALL_HEAD = re.compile(r"(?<![\w$])([A-Za-z_$][\w$]*+)[ \t]*\(")
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]*)"', re.MULTILINE)
 
 
@@ -86,8 +97,11 @@ class Translator:
     text), then kernel launches, argument moves and the runtime header are added and the edits
     applied in order."""
 
-    def __init__(self, source: str, options: HipifyOptions, filename: str) -> None:
+    def __init__(
+        self, source: str, options: HipifyOptions, filename: str, deadline: Deadline = NO_DEADLINE
+    ) -> None:
         self.src = source
+        self.deadline = deadline
         self.opt = options
         self.renames = rename_table(
             options.roc, options.miopen, options.experimental, options.use_hip_data_types
@@ -102,7 +116,7 @@ class Translator:
         self.lines = LineIndex(source)
         self.inserted: set[str] = set()
         self.scanner = _scanner(_ident_prefixes(self.renames))
-        self._own: dict[str, bool] = {}
+        self._own: frozenset[str] | None = None
         self._kernels: frozenset[str] | None = None
         self.calls = call_rewrites.rules(options.roc, options.miopen)
         self.overloads = call_rewrites.OVERLOADS if not (options.roc or options.miopen) else {}
@@ -110,6 +124,16 @@ class Translator:
         # argument moves, applied after the scan: (span to replace, span whose translated text goes
         # there, or None to delete); a zero-width span appends ", text"
         self.moves: list[tuple[tuple[int, int], tuple[int, int] | None]] = []
+
+    @cached_property
+    def tokens(self) -> Tokens:
+        """Views on the file's tokens for call rewrites and kernel launches (linear in all)."""
+        return Tokens(self.src, self.deadline.check)
+
+    @cached_property
+    def logical_lines(self) -> LogicalLines:
+        """The file's backslash-joined lines, for launches inside macros."""
+        return LogicalLines(self.src)
 
     def _renamed(self, name: str) -> str | None:
         """The output name of the tree file an include names (None when it is not renamed)."""
@@ -128,12 +152,10 @@ class Translator:
     def _is_own(self, name: str) -> bool:
         """Whether the file (or, via ``project_names``, its project) defines ``name`` itself
         (``#define cudaCheck(err)``, ``void cuda_check(...)``): CUDA-looking, but the project's, so
-        never reported as an unknown API. Looks only at the name's own occurrences (cached)."""
-        known = self._own.get(name)
-        if known is None:
-            known = name in self.opt.project_names or defines(self.src, name)
-            self._own[name] = known
-        return known
+        never reported as an unknown API. The file's own names are found once, in one pass."""
+        if self._own is None:
+            self._own = own_names(self.src)
+        return name in self._own or name in self.opt.project_names
 
     # -- edits -----------------------------------------------------------------------------
     def edit(self, start: int, end: int, text: str) -> None:
@@ -175,7 +197,10 @@ class Translator:
             excluded = pp_blocks.excluded_blocks(src, open_world=own_headers)
         ex_i = 0
         ex_start, ex_end = excluded[0] if excluded else (-1, -1)
-        for m in self.scanner.finditer(src):
+        check = self.deadline.check
+        for n, m in enumerate(self.scanner.finditer(src)):
+            if not n % CHECK_EVERY:
+                check()
             kind = m.lastgroup
             if excluded:
                 at = m.end()
@@ -326,7 +351,7 @@ class Translator:
         name when the number of arguments selects one."""
         rewrite = call_rewrites.rewrite_call(
             self.src,
-            tok.start,
+            self.tokens.view(tok.start),
             self.calls.get(tok.text, []),
             self.overloads.get(tok.text),
             lambda name: name in self._kernel_names(),
@@ -458,8 +483,13 @@ class Translator:
     def _template_kernel(self, tok: Token) -> str | None:
         """Name of the kernel declared by ``__global__`` at ``tok`` if it is a template."""
         src = self.src
-        begin = max(src.rfind(";", 0, tok.start), src.rfind("{", 0, tok.start), src.rfind("}", 0, tok.start))
-        if not _TEMPLATE_WORD.search(src, begin + 1, tok.start):
+        floor = max(0, tok.start - _TEMPLATE_LOOKBACK)
+        begin = max(
+            src.rfind(";", floor, tok.start),
+            src.rfind("{", floor, tok.start),
+            src.rfind("}", floor, tok.start),
+        )
+        if not _TEMPLATE_WORD.search(src, max(begin + 1, floor), tok.start):
             return None
         win = TokenWindow(src, tok.end)
         for k in range(64):
@@ -473,24 +503,31 @@ class Translator:
 
     def _macro_launches(
         self,
-        launch: Launch,
-        macro: tuple[str, list[str], int],
+        macros: dict[str, tuple[Launch, tuple[str, list[str], int]]],
         skipped: list[tuple[int, int]],
         template_kernels: set[str],
     ) -> list[tuple[int, int, str]]:
         """``#define L(k, g, b, ...) k<<<g, b>>>(__VA_ARGS__)`` used as ``L(kern, g, b, x)``: each use
-        becomes ``hipLaunchKernelGGL(kern, dim3(g), dim3(b), 0, 0, x)``; the definition stays."""
-        name, params, define_end = macro
+        becomes ``hipLaunchKernelGGL(kern, dim3(g), dim3(b), 0, 0, x)``; the definition stays.
+        ``macros``: each macro's first launch of a parameter; one pass finds the uses of them all."""
         src = self.src
         starts = [a for a, _ in skipped]
         out = []
-        for m in re.finditer(r"(?<![\w$])" + re.escape(name) + r"[ \t]*\(", src[define_end:]):
-            at = define_end + m.start()
+        for n, m in enumerate(_CALL_HEAD.finditer(src)):
+            if not n % CHECK_EVERY:
+                self.deadline.check()
+            entry = macros.get(m.group(1))
+            at = m.start()
+            if entry is None or at < entry[1][2]:
+                continue
+            if _DEFINED_HERE.search(src, max(0, at - 64), at):
+                continue  # the macro defined again, not used
+            launch, (_name, params, _end) = entry
             k = bisect_left(starts, at + 1) - 1
             if k >= 0 and skipped[k][0] <= at < skipped[k][1]:
                 continue
-            win = TokenWindow(src, at)
-            call = call_args(win, 0)
+            win = self.tokens.view(at)
+            call = call_args(win, 0) if win.index_at(at) == 0 else None
             if call is None:
                 continue
             close, arg_ranges = call
@@ -517,8 +554,13 @@ class Translator:
         new_edits = []
         last_end = -1
         src = self.src
-        for pos in launches:
-            win = TokenWindow(src, statement_line_start(src, pos))
+        # per macro name, its first launch of a parameter: later ones (and redefinitions) would
+        # only yield edits the first one's already cover
+        macros: dict[str, tuple[Launch, tuple[str, list[str], int]]] = {}
+        for n, pos in enumerate(launches):
+            if not n % CHECK_EVERY:
+                self.deadline.check()
+            win = self.tokens.view(statement_line_start(src, pos, self.lines))
             at = win.index_at(pos)
             if src[pos : pos + 3] != "<<<" and prev_text(win, at) == "operator":
                 continue  # 'operator<< <T>(...)': a template operator, not a launch
@@ -536,15 +578,17 @@ class Translator:
             if not hip_syntax or launch.start < last_end:
                 continue
             kernel_text = src[launch.kernel[0] : launch.kernel[1]].strip()
-            macro = macro_around(src, pos)
+            macro = self.logical_lines.macro_around(pos)
             if macro is not None and kernel_text in macro[1]:
                 # the kernel is a macro parameter: like hipify-clang, rewrite each use of the macro
-                new_edits.extend(self._macro_launches(launch, macro, skipped, template_kernels))
+                macros.setdefault(macro[0], (launch, macro))
                 continue
             base = kernel_text.split("<")[0].split("::")[-1].strip()
             text = hip_launch_text(launch, self.render, base in template_kernels)
             new_edits.append((launch.start, launch.end, text))
             last_end = launch.end
+        if macros:
+            new_edits.extend(self._macro_launches(macros, skipped, template_kernels))
         if new_edits:
             new_edits.sort(key=lambda e: (e[0], e[1]))
             kept = []

@@ -78,6 +78,7 @@ def test_errors_inside_headers_are_reported_at_the_include_without_their_text() 
     assert "namespace" not in _everything_shown(result)
 
 
+@pytest.mark.hipcc  # needs bubblewrap, which the hipcc tests need too
 def test_the_sandbox_sees_only_the_toolchain_and_the_named_folders(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -103,6 +104,7 @@ def test_the_sandbox_sees_only_the_toolchain_and_the_named_folders(tmp_path: Pat
     assert run.returncode == 0 and (out / "unit.o").exists()
 
 
+@pytest.mark.hipcc
 def test_the_sandbox_has_no_network_and_its_limits_hold(tmp_path: Path) -> None:
     connect = "import socket; socket.create_connection(('127.0.0.1', 22), timeout=2)"
     run = sandbox.run_sandboxed(["python3", "-c", connect], tmp_path)
