@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
 from hipbot.bot.replies import Embed, Field, Reply, code_reply_parts, truncate
 from hipbot.errors import HipbotError
 
+if TYPE_CHECKING:
+    from hipbot.agents.hipify.compile_check import CheckResult
+
 CODE_EXTENSIONS = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".cc", ".cxx", ".c", ".hip")
 MAX_CODE_BYTES = 1024 * 1024
+# A stranger's code is translated in linear time; this bounds it anyway (1 MiB takes about 1 s).
+TRANSLATE_SECONDS = 10.0
 
 # ```lang\n ... ``` with any (or no) language tag; the closing fence may end the message.
 _BLOCK_RE = re.compile(r"```[ \t]*([\w+#.-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -70,7 +75,9 @@ def hipify(
 def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
     from hipbot.agents.hipify import translate as translator
 
-    result = translator.translate(code, translator.HipifyOptions(), filename=filename)
+    result = translator.translate(
+        code, translator.HipifyOptions(), filename=filename, time_limit=TRANSLATE_SECONDS
+    )
     if result.report.errors:
         raise HipbotError("; ".join(result.report.errors), hint="send CUDA C++ source text")
     out_name = _output_name(filename)
@@ -115,15 +122,12 @@ def _report_embed(report: dict[str, Any], lints: list[dict[str, Any]], name: str
     )
 
 
-def _compile_embed(check: Any, arch: str) -> Embed:
-    data = check.to_dict() if hasattr(check, "to_dict") else dict(check)
-    ok = bool(data.get("ok"))
-    diags = data.get("diagnostics") or []
-    lines = [
-        f"{d.get('line')}:{d.get('column')} {d.get('severity', '')}: {d.get('message', '')}"
-        for d in diags[:15]
-    ]
-    description = "compiles cleanly" if ok else (data.get("error") or f"{len(diags)} diagnostics")
+def _compile_embed(check: CheckResult, arch: str) -> Embed:
+    """hipcc's verdict (run in its sandbox) and the diagnostics on the snippet's own lines."""
+    ok = check.ok
+    diags = check.diagnostics
+    lines = [f"{d.line}:{d.col} {d.severity}: {d.message}" for d in diags[:15]]
+    description = "compiles cleanly" if ok else (check.error or f"{len(diags)} diagnostics")
     return Embed(
         title=f"hipcc --offload-arch={arch}",
         description=truncate(description + ("\n```\n" + "\n".join(lines) + "\n```" if lines else ""), 4096),

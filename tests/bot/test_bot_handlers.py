@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
 from hipbot.bot import handlers
 from hipbot.bot.handlers import Context
+from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK
 from hipbot.bot.permissions import Actor
 from hipbot.bot.state import BotState
 from hipbot.config import Settings, load_settings
@@ -148,11 +150,34 @@ def test_hipify_bad_inputs(ctx: Context) -> None:
 
 
 @pytest.mark.hipcc
-def test_hipify_with_arch_runs_hipcc(ctx: Context) -> None:
-    reply = handlers.hipify(ctx, KERNEL.replace("0xffffffff", "0xffffffffffffffffULL"), arch="gfx90a")
-    compile_embed = reply.embeds[-1]
+def test_hipify_with_arch_reports_hipccs_verdict(ctx: Context) -> None:
+    # __shfl_down_sync is in HIP only from ROCm 6.2: the kernel without it compiles on any
+    clean = KERNEL.replace("v += __shfl_down_sync(0xffffffff, v, o)", "v += o")
+    compile_embed = handlers.hipify(ctx, clean, arch="gfx90a").embeds[-1]
     assert compile_embed.title == "hipcc --offload-arch=gfx90a"
-    assert compile_embed.description
+    assert (compile_embed.description, compile_embed.color) == ("compiles cleanly", COLOR_OK)
+    reply = handlers.hipify(ctx, clean.replace("v += o", "v += undefined_step"), arch="gfx90a")
+    line = next(n for n, text in enumerate(reply.meta["hip"].splitlines(), 1) if "undefined_step" in text)
+    assert reply.embeds[-1].color == COLOR_FAIL
+    assert f"\n{line}:" in reply.embeds[-1].description
+    assert "error: use of undeclared identifier 'undefined_step'" in reply.embeds[-1].description
+
+
+@pytest.mark.hipcc
+def test_hipify_with_arch_reads_no_host_file(ctx: Context, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.h"
+    secret.write_text("hipbot_secret_word_4711 x;\n")
+    reply = handlers.hipify(ctx, f'%:include "{secret}"\nint main() {{ return 0; }}\n', arch="gfx90a")
+    description = reply.embeds[-1].description
+    assert "file not found" in description and "hipbot_secret_word_4711" not in description
+
+
+def test_hipify_stops_a_translation_past_its_time_limit(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importlib.import_module("hipbot.bot.handlers.hipify"), "TRANSLATE_SECONDS", 0.0)
+    with pytest.raises(HipbotError, match="longer than its 0 s limit"):
+        handlers.hipify(ctx, "k<<<g,b>>>(" * 1000)
 
 
 def test_extract_code_blocks_any_tag() -> None:
