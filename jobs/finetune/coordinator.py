@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 
 from hipbot.db import open_db
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune import web
 from hipbot.jobs.finetune.api import artifacts, jobs, workers
 from hipbot.jobs.finetune.api.protocol import ErrorReply
 from hipbot.jobs.finetune.api.state import Coordinator, CoordinatorConfig
@@ -75,6 +76,7 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
     app.state.config = config
     for module in (jobs, workers, artifacts):
         app.include_router(module.router)
+    web.mount(app, service)  # the operator page at /ui and /metrics
     return app
 
 
