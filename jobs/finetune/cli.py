@@ -390,18 +390,31 @@ def workers(url: str | None, token: str | None) -> None:
 @click.option(
     "--trusted", is_flag=True, help="With --client: a front end that vouches for its users (a bot)."
 )
-def token(count: int, client: str | None, trusted: bool) -> None:
-    """Create one-time worker registration tokens (or, with --client, a user's client token) in
-    the coordinator's database."""
+@click.option(
+    "--page",
+    "page",
+    default=None,
+    help="A read-only sign-in token for this person on the operator page (/ui).",
+)
+@click.option("--admin", is_flag=True, help="With --page: the token may act (cancel, revoke, publish).")
+def token(count: int, client: str | None, trusted: bool, page: str | None, admin: bool) -> None:
+    """Create one-time worker registration tokens (or, with --client, a user's client token; with
+    --page, a sign-in token for the operator page) in the coordinator's database."""
     from hipbot.jobs.finetune.queue import JobQueue
+    from hipbot.jobs.finetune.web.store import create_page_token
 
+    if client and page:
+        raise HipbotError("--client and --page make different tokens: pass one of them")
     queue = JobQueue.open(load_settings().database)
     for _ in range(count):
-        click.echo(
-            queue.create_client_token(client, trusted=trusted)
-            if client
-            else queue.create_registration_token()
-        )
+        if page:
+            click.echo(create_page_token(queue.db, page, role="admin" if admin else "viewer"))
+        else:
+            click.echo(
+                queue.create_client_token(client, trusted=trusted)
+                if client
+                else queue.create_registration_token()
+            )
 
 
 # ------------------------------------------------------------------------------- servers
@@ -427,6 +440,7 @@ def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_
     import uvicorn
 
     from hipbot.jobs.finetune.coordinator import CoordinatorConfig, create_app
+    from hipbot.jobs.finetune.web import page_url
 
     settings = load_settings()
     cfg = CoordinatorConfig.from_settings(
@@ -436,6 +450,10 @@ def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_
     for _ in range(new_tokens):
         click.echo(f"registration token: {app.state.queue.create_registration_token()}")
     click.echo(f"coordinator on http://{host}:{port} (database {cfg.database})", err=True)
+    sign_in = "`hipbot finetune token --page NAME [--admin]`" + (
+        " or the coordinator token" if cfg.client_token else ""
+    )
+    click.echo(f"operator page: {page_url(host, port)} (sign in with {sign_in})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

@@ -11,6 +11,8 @@ into ``static/vendor`` by ``deploy/install.sh`` from the npm registry (no CDN, n
 
 from __future__ import annotations
 
+import socket
+
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
@@ -35,6 +37,6 @@ def mount(app: FastAPI, service: Coordinator) -> None:
 
 
 def page_url(host: str, port: int) -> str:
-    """Where an operator opens the page (a wildcard bind address is reached as this machine)."""
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    """Where an operator opens the page (a wildcard bind address is reached by this host's name)."""
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     return f"http://{shown}:{port}/ui"
