@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -88,7 +88,6 @@ class Meter:
             ).fetchall()
             if r[0] is not None
         ]
-        self._read_steps()
         return [
             jobs,
             GaugeMetricFamily("hipbot_workers_online", "Workers seen within the online window.", online),
@@ -97,6 +96,11 @@ class Meter:
                 "hipbot_job_duration_seconds", "Run time of finished jobs.", durations, DURATION_BUCKETS
             ),
         ]
+
+    def scrape(self) -> bytes:
+        """The metrics in Prometheus' text format, step times read up to now."""
+        self.locked(self._read_steps)
+        return generate_latest(self.registry)
 
     def _read_steps(self) -> None:
         """Observe the step times of the progress recorded since the last scrape."""

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from hipbot.errors import TooManyRequests, Unauthorized
 from hipbot.jobs.finetune.api.state import JobId
@@ -133,4 +133,4 @@ def metrics(page: Page, request: Request, authorization: Annotated[str | None, H
     holder = page.service.locked(store.token_holder, page.db, token, page.admin_token) if token else None
     if holder is None and page.session_of(request) is None:
         raise Unauthorized("metrics need a page token or the coordinator token (Authorization: Bearer ...)")
-    return Response(generate_latest(page.meter.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(page.meter.scrape(), media_type=CONTENT_TYPE_LATEST)
