@@ -17,7 +17,8 @@ from hipbot.jobs.finetune.queue import ACTIVE, FINAL, Job
 from hipbot.jobs.serve.registry import Registry
 
 RECENT_FINAL = 25
-MAX_OPEN_ROWS = 500
+MAX_RUNNING_ROWS = 500
+MAX_QUEUED_ROWS = 100  # the head of the queue; the counts say how many more wait
 # Keys whose values are never shown: hub tokens and the like that a config may carry.
 SECRET_KEY = re.compile(
     r"^(\s*-?\s*[\"']?[\w.-]*(token|secret|passw|api_?key|credential)[\w.-]*[\"']?\s*:)\s*\S.*$", re.I
@@ -110,8 +111,8 @@ def queue_rows(
     state). A queued job's position is its place in the claim order (priority, then age)."""
     active = ", ".join(f"'{s}'" for s in ACTIVE)
     final = ", ".join(f"'{s}'" for s in FINAL)
-    running = _rows(db, f"state IN ({active})", "id", MAX_OPEN_ROWS, now)
-    queued = _rows(db, "state = 'queued'", "priority DESC, id", MAX_OPEN_ROWS, now)
+    running = _rows(db, f"state IN ({active})", "id", MAX_RUNNING_ROWS, now)
+    queued = _rows(db, "state = 'queued'", "priority DESC, id", MAX_QUEUED_ROWS, now)
     for position, row in enumerate(queued, start=1):
         row.position = position
     recent = _rows(db, f"state IN ({final})", "id DESC", RECENT_FINAL, now)
