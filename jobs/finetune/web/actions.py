@@ -8,7 +8,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -154,7 +153,7 @@ def _on_registry(page: PageState, fn: Callable[[Registry], list[publishing.Publi
 def publish(request: Request, page: Page, name: str, csrf: Csrf) -> Response:
     def do(session: store.Session) -> Response:
         done = _on_registry(page, lambda reg: publishing.publish(reg, name))
-        return RedirectResponse(f"/ui?done={quote(done)}#adapters", status_code=303, headers=HEADERS)
+        return render("done.html", session=session, title=f"Published {name}", message=done)
 
     return _act(request, page, csrf, "publish adapter", name, do)
 
@@ -163,6 +162,6 @@ def publish(request: Request, page: Page, name: str, csrf: Csrf) -> Response:
 def unpublish(request: Request, page: Page, name: str, csrf: Csrf) -> Response:
     def do(session: store.Session) -> Response:
         done = _on_registry(page, lambda reg: publishing.unpublish(reg, name))
-        return RedirectResponse(f"/ui?done={quote(done)}#adapters", status_code=303, headers=HEADERS)
+        return render("done.html", session=session, title=f"Unpublished {name}", message=done)
 
     return _act(request, page, csrf, "unpublish adapter", name, do)

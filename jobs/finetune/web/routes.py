@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -30,11 +30,8 @@ MAX_STREAMS = 64
 
 
 @router.get("/ui", response_class=HTMLResponse)
-def overview(
-    page: Page, session: Viewer, done: Annotated[str | None, Query(max_length=2000)] = None
-) -> HTMLResponse:
-    """The queue, the workers, the adapters and the recent actions; ``done`` is what the last
-    publish did."""
+def overview(page: Page, session: Viewer) -> HTMLResponse:
+    """The queue, the workers, the adapters and the recent actions."""
     now = time.time()
     with page.service.lock:
         jobs, recent, counts = views.queue_rows(page.db, now)
@@ -43,7 +40,7 @@ def overview(
     with page.registry_lock:
         adapters, servers = views.adapter_rows(page.registry())
     data = views.Overview(jobs, recent, counts, workers, adapters, servers, audit)
-    return render("index.html", session=session, view=data, done=done)
+    return render("index.html", session=session, view=data)
 
 
 def _logs(queue: JobQueue, job_id: int, after: int = 0, limit: int = LOG_TAIL) -> list[dict[str, Any]]:

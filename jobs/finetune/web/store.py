@@ -81,7 +81,7 @@ def _v1(db: sqlite_utils.Database) -> None:
                COALESCE(json_extract(NEW.progress_json, '$.time'), (julianday('now') - 2440587.5) * 86400.0));
            END"""
     )
-    db.execute("CREATE INDEX jobs_worker ON jobs (worker_id, state)")
+    db.execute("CREATE INDEX page_jobs_worker ON jobs (worker_id, state)")
 
 
 STEPS = [_v1]

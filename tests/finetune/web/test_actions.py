@@ -18,6 +18,7 @@ from hipbot.jobs.finetune.models import GpuReport, Progress
 from hipbot.jobs.finetune.spec import parse_spec
 from hipbot.jobs.finetune.web import store
 from hipbot.jobs.finetune.web.views import masked_yaml
+from hipbot.jobs.serve.registry import Adapter, Registry, Server
 
 ADMIN = "admin-secret"
 SPEC = """model_name_or_path: HuggingFaceTB/SmolLM2-135M-Instruct
@@ -163,3 +164,25 @@ def test_job_page_masks_secrets_and_metrics_count(app) -> None:
     # steps 1->2 took 2 s, 2->4 took 1 s over two steps: 0.5 s each
     assert "hipbot_step_seconds_count 2.0" in metrics and "hipbot_step_seconds_sum 2.5" in metrics
     assert f'hipbot_upload_bytes_total{{kind="adapter"}} {float(len(body))}' in metrics
+
+
+def test_adapters_show_their_servers_and_unpublish(app, tmp_path: Path) -> None:
+    registry = Registry(app.state.queue.db)
+    server = Server(
+        "gpu1", "http://127.0.0.1:9", tmp_path / "vol", "/adapters", 64, "base", "base", api_key="k-9"
+    )
+    registry.add_server(server)
+    adapter = Adapter(
+        "hip-smol", "base", "7", 8, 16.0, ("q_proj",), 10, "0" * 64, tmp_path / "hip-smol", "alice", "", None
+    )
+    registry.add(adapter)
+    registry.mark_loaded("hip-smol", "gpu1", "/adapters/hip-smol", copied=False)
+    http, csrf = signed_in(app, ADMIN)
+    row = re.search(r'<tr data-adapter="hip-smol">.*?</tr>', http.get("/ui").text, re.S).group(0)
+    assert "gpu1" in row and "/ui/jobs/7" in row and "k-9" not in http.get("/ui").text
+
+    # the server is down: unpublishing forgets the deployment and says why
+    done = http.post("/ui/adapters/hip-smol/unpublish", data={"csrf": csrf})
+    assert done.status_code == 200 and "gpu1: forgotten (server not reachable" in html.unescape(done.text)
+    assert registry.get("hip-smol").servers == ()
+    assert store.audit_log(app.state.queue.db)[0]["action"] == "unpublish adapter"
