@@ -17,14 +17,12 @@ import httpx
 import pytest
 import uvicorn
 from fixtures_finetune import job_yaml, tiny_model_dir, write_datasets
+from playwright.sync_api import sync_playwright
 
 from hipbot.jobs.finetune.coordinator import CoordinatorConfig, create_app
 from hipbot.jobs.finetune.coordinator_client import CoordinatorClient
 from hipbot.jobs.finetune.web.store import create_page_token
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (deploy/install.sh --test)"
-)
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ADMIN = "admin-secret"
 
@@ -33,7 +31,7 @@ ADMIN = "admin-secret"
 def browser() -> Iterator[object]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail("Chromium is missing: apt-get install chromium (deploy/install.sh --test installs it)")
-    with playwright_api.sync_playwright() as p:
+    with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True)
         yield chromium
         chromium.close()
