@@ -230,7 +230,15 @@ def test_ignored_keys_load() -> None:
             "compute_accuracy": True,
         }
     )
-    assert spec.model_name_or_path == "m"
+    # the speed switches are recorded as asked; every other key leaves the job as it was
+    switches = {
+        "flash_attn": "fa2",
+        "use_unsloth": True,
+        "enable_liger_kernel": True,
+        "neat_packing": True,
+        "torch_compile": True,
+    }
+    assert spec.model_dump() == {**parse_spec(BASE).model_dump(), **switches}
 
 
 def test_refused_keys_with_default_values_load() -> None:
@@ -252,7 +260,8 @@ def test_refused_keys_with_default_values_load() -> None:
     assert parse_spec({**BASE, "sft_packing": True}).packing  # the old name
     assert parse_spec({**BASE, "train_sampling_strategy": "sequential"}).disable_shuffling  # transformers 5's
     assert parse_spec({**BASE, "activation_checkpointing": False}).use_gradient_checkpointing is False
-    assert spec.model_name_or_path == "m"
+    # each asks for nothing (create_new_adapter is only recorded): the job is the one without them
+    assert spec.model_dump() == {**parse_spec(BASE).model_dump(), "create_new_adapter": True}
 
 
 @pytest.mark.parametrize("key", sorted(REFUSED_KEYS))

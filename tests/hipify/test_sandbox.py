@@ -4,6 +4,8 @@ reads a host file or tells whether one exists (issue 15). Each case runs the rea
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,9 +108,18 @@ def test_the_sandbox_sees_only_the_toolchain_and_the_named_folders(tmp_path: Pat
 
 @pytest.mark.hipcc
 def test_the_sandbox_has_no_network_and_its_limits_hold(tmp_path: Path) -> None:
-    connect = "import socket; socket.create_connection(('127.0.0.1', 22), timeout=2)"
-    run = sandbox.run_sandboxed(["python3", "-c", connect], tmp_path)
-    assert run.returncode != 0 and ("Network is unreachable" in run.output or "refused" in run.output)
+    with socket.create_server(("127.0.0.1", 0)) as server:  # a host service, reachable from here
+        server.settimeout(0)
+        connect = (
+            f"import socket; socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=2)"
+        )
+        assert subprocess.run(["python3", "-c", connect], timeout=30).returncode == 0
+        server.accept()[0].close()
+        run = sandbox.run_sandboxed(["python3", "-c", connect], tmp_path)
+        # its own loopback, where nothing listens (bwrap --unshare-net)
+        assert run.returncode != 0 and "ConnectionRefusedError" in run.output, run.output
+        with pytest.raises(BlockingIOError):  # nothing reached the host's loopback
+            server.accept()
     grab = "b = bytearray(600 << 20); print('allocated')"
     run = sandbox.run_sandboxed(
         ["python3", "-c", grab], tmp_path, limits=sandbox.Limits(memory_bytes=256 << 20)
