@@ -53,13 +53,19 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 if [ "$want_test" = 1 ]; then
-  if ! command -v hipcc >/dev/null 2>&1; then
+  apt_test="hipcc libamdhip64-dev librocrand-dev libhiprand-dev librocsparse-dev libhipsparse-dev
+    librocprim-dev libomp-15-dev libopenmpi-dev freeglut3-dev libglew-dev libgl-dev"
+  # shellcheck disable=SC2086
+  if ! dpkg -s $apt_test >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
       apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hipcc libamdhip64-dev libhipsparse-dev \
-        libhiprand-dev librocprim-dev >/dev/null
+      # hipcc and the ROCm libraries Debian packages (no hipBLAS/rocBLAS/hipFFT/rocThrust/hipCUB
+      # there), plus what real CUDA projects include beside them (OpenMP, MPI, OpenGL): the port
+      # tests compile against these.
+      # shellcheck disable=SC2086
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_test >/dev/null
     else
-      echo "note: hipcc not found and not root; compile-check tests will be skipped" >&2
+      echo "note: not root; install these for the compile-check and port tests: $apt_test" >&2
     fi
   fi
   # The operator page's browser tests drive Debian's Chromium with Playwright (in the dev extra);
