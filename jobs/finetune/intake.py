@@ -10,7 +10,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from hipbot.jobs.finetune.memory import MemoryEstimate, estimate, fit_message, load_model_config
+from hipbot.jobs.finetune.memory import (
+    MemoryEstimate,
+    auto_deepspeed,
+    estimate,
+    fit_message,
+    load_model_config,
+)
 from hipbot.jobs.finetune.queue import DEFAULT_MAX_ATTEMPTS, Job, JobQueue, Worker
 from hipbot.jobs.finetune.spec import JobSpec
 
@@ -26,11 +32,17 @@ def estimate_spec(spec: JobSpec) -> tuple[MemoryEstimate | None, dict[str, Any] 
 
 
 def job_fits(job: Job, worker: Worker) -> bool:
-    """Whether ``worker``'s GPUs hold ``job`` (unknown sizes fit anywhere)."""
+    """Whether ``worker``'s GPUs hold ``job`` (unknown sizes fit anywhere). A job that names no
+    DeepSpeed config is measured with what that worker's runner will choose for it
+    (``memory.auto_deepspeed``: ZeRO-2 across GPUs, ZeRO-3 or its CPU offload when needed)."""
     if job.memory_gib is None or not job.model_config:
         return True
     spec = JobSpec.model_validate(job.spec)
-    return estimate(spec, job.model_config, worker.gpu_count).total_gib <= worker.memory_gib
+    if not spec.deepspeed:
+        chosen = auto_deepspeed(spec, job.model_config, worker.gpu_count, worker.memory_gib)
+        spec = spec.model_copy(update={"deepspeed": chosen})
+    est = estimate(spec, job.model_config, worker.gpu_count, gpu_gib=worker.memory_gib)
+    return est.total_gib <= worker.memory_gib
 
 
 def accept_job(
