@@ -16,7 +16,7 @@ from hipbot.bot.handlers.common import (
 from hipbot.bot.replies import Embed, Field, Reply
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
-from hipbot.jobs.finetune.backends import jobs_backend
+from hipbot.jobs.finetune.backends import finished_adapter, jobs_backend
 from hipbot.jobs.finetune.models import JobInfo
 
 
@@ -107,10 +107,7 @@ def publish(ctx: Context, adapter: str) -> Reply:
         if found is None:
             job_data = jobs_backend(ctx.settings).get(parse_job_id(target))
             require_owner_or_admin(ctx, job_data.owner, f"job #{job_data.id}")
-            if job_data.state != "succeeded" or not job_data.adapter_dir:
-                raise HipbotError(
-                    f"job #{job_data.id} is {job_data.state}: only a succeeded job has an adapter"
-                )
+            job_data = finished_adapter(ctx.settings, job_data.id)
             from pathlib import Path
 
             found = publish_lib.register_adapter(

@@ -8,6 +8,7 @@ import threading
 from typing import Protocol
 
 from hipbot.config import Settings
+from hipbot.errors import HipbotError
 from hipbot.jobs.finetune.models import JobInfo, LogLine, Submitted, WorkerInfo
 
 
@@ -135,3 +136,13 @@ def jobs_backend(settings: Settings) -> JobsBackend:
             else:
                 _BACKENDS[key] = LocalJobs(settings)
         return _BACKENDS[key]
+
+
+def finished_adapter(settings: Settings, job_id: int) -> JobInfo:
+    """A succeeded job with its adapter folder: the one call serving makes into fine-tuning."""
+    job = jobs_backend(settings).get(job_id)
+    if job.state != "succeeded":
+        raise HipbotError(f"job #{job.id} is {job.state}: only a succeeded job has an adapter to serve")
+    if not job.adapter_dir:
+        raise HipbotError(f"job #{job.id} recorded no adapter folder")
+    return job

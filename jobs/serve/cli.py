@@ -165,17 +165,13 @@ def servers_check(name: str | None, as_json: bool) -> None:
 
 # -- adapters -----------------------------------------------------------------------------------
 def _job_output(job_id: str) -> tuple[Path, str | None, str | None]:
-    """A finished job's adapter folder, base model and owner (from the fine-tune queue)."""
-    from hipbot.jobs.finetune.queue import JobQueue
+    """A finished job's adapter folder, base model and owner (from fine-tuning's one narrow call)."""
+    from hipbot.jobs.finetune.backends import finished_adapter
 
     if not job_id.lstrip("#").isdigit():
         raise HipbotError(f"job id must be a number, got {job_id!r}")
-    job = JobQueue.open(_settings().database).get(int(job_id.lstrip("#")))
-    if job.state != "succeeded":
-        raise HipbotError(f"job #{job.id} is {job.state}: only a succeeded job has an adapter to serve")
-    if not job.adapter_dir:
-        raise HipbotError(f"job #{job.id} recorded no adapter folder")
-    return Path(job.adapter_dir), job.base_model, job.owner
+    job = finished_adapter(_settings(), int(job_id.lstrip("#")))
+    return Path(job.adapter_dir or ""), job.base_model, job.owner
 
 
 def _source(

@@ -154,6 +154,7 @@ def test_published_adapters_answer_as_trained(trained: dict[str, Trained], vllm_
     # well enough, so it is only held to no better than as trained).
     assert counts["default"][1] < MOST, counts
     assert counts["alpaca"][1] <= counts["alpaca"][0], counts
+    capsys.readouterr()
     assert main(["chat", "--adapter", "tpl-alpaca", "--temperature", "0", PAIRS[0][0]]) == 0
     assert capsys.readouterr().out.strip() == PAIRS[0][1]
     for name in trained:
