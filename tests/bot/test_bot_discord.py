@@ -485,10 +485,9 @@ async def test_finetune_links_status_message_and_watcher_edits_it(harness: Harne
     options = [{"name": "config", "type": 11, **config_value}, {"name": "dataset", "type": 11, **data_value}]
 
     await harness.slash("finetune", options, resolved=resolved)  # no role: refused, privately
-    assert (
-        "not open" in harness.rec.responses()[-1]["payload"]["content"]
-        or "trainers" in harness.rec.responses()[-1]["payload"]["content"]
-    )
+    refused = harness.rec.responses()[-1]["payload"]
+    assert "you need one of these roles to start a fine-tune: trainers" in refused["content"]
+    assert refused["flags"] & 64  # ephemeral
 
     await harness.slash("finetune", options, resolved=resolved, roles=(TRAINER_ROLE,), user_id=42)
     followup = harness.rec.responses()[-1]["payload"]
