@@ -144,6 +144,10 @@ def test_queue_live_loss_curve_viewer_and_cancel(browser, served, tmp_path: Path
     row = admin.locator(f"#queue-table tr[data-job='{job.id}']")  # queued, or already claimed
     assert row.get_attribute("data-state") in ("queued", "assigned", "running")
     assert "alice" in row.inner_text() and tiny_model_dir().name in row.inner_text()
+    # left open, the overview follows the job as the worker takes it up
+    admin.evaluate("window.stillTheSamePage = true")
+    wait_for(lambda: row.get_attribute("data-state") == "running", 90, "the overview to show the job running")
+    assert admin.evaluate("window.stillTheSamePage") is True
 
     try:
         admin.goto(f"{url}/ui/jobs/{job.id}")
