@@ -15,16 +15,22 @@ import inspect
 import json
 import logging
 import os
-import re
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
-from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.fast.plan import FastPlan
+from hipbot.jobs.finetune.outcome import (
+    PISSA_INIT,
+    RunFacts,
+    finish_from_checkpoint,
+    reached_target,
+    resume_point,
+    save_adapter,
+    write_results,
+)
 from hipbot.jobs.finetune.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
 
 log = logging.getLogger(__name__)
@@ -32,20 +38,6 @@ log = logging.getLogger(__name__)
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 RESULT_FILE = "result.json"
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
-
-
-def last_checkpoint(output_dir: Path | str) -> Path | None:
-    """The highest ``checkpoint-N`` folder that holds trainer state (a complete save)."""
-    path = Path(output_dir)
-    if not path.is_dir():
-        return None
-    found = [
-        (int(m.group(1)), child)
-        for child in path.iterdir()
-        if (m := CHECKPOINT_RE.match(child.name)) and (child / "trainer_state.json").is_file()
-    ]
-    return max(found)[1] if found else None
 
 
 def write_job(
@@ -251,14 +243,11 @@ def _load_model(
     return model, tokenizer
 
 
-PISSA_INIT = "pissa_init"
-
-
 def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
     """The trainable LoRA model: a new adapter, or the one in ``adapter_name_or_path`` to keep training.
 
     A PiSSA adapter (``pissa_init``) starts from the base weights' principal components; its first
-    state is kept in ``output/pissa_init`` so that the result is saved as a plain LoRA (``_save_adapter``).
+    state is kept in ``output/pissa_init`` so that the result is saved as a plain LoRA (``outcome.save_adapter``).
     """
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
@@ -308,15 +297,6 @@ def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
     return model
 
 
-def _save_adapter(model: Any, spec: JobSpec, output_dir: Path) -> None:
-    """A PiSSA adapter is rewritten as the plain LoRA that makes the same change to the unmodified
-    base (rank 2r), which is what vLLM serves; any other adapter is already saved by the Trainer."""
-    if spec.pissa_init:
-        model.save_pretrained(
-            str(output_dir), path_initial_model_for_weight_conversion=str(output_dir / PISSA_INIT)
-        )
-
-
 def _trainer_class(spec: JobSpec) -> Any:
     """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for, and the
     examples in order (``disable_shuffling``) where TrainingArguments has no sampling strategy."""
@@ -357,36 +337,6 @@ def _trainer_class(spec: JobSpec) -> Any:
             return self.optimizer
 
     return LoraPlusTrainer
-
-
-def _plot(logged: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [h["step"] for h in logged]
-    losses = [h["loss"] for h in logged]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    ax.plot(steps, losses, marker="o" if len(steps) < 30 else None)
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def _reached_target(resume: str | None, spec: JobSpec) -> Any:
-    """The checkpoint's ``TrainerState`` when it already holds every step the spec asks for."""
-    if not resume:
-        return None
-    from transformers import TrainerState
-
-    state = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json"))
-    if spec.max_steps > 0:
-        return state if state.global_step >= spec.max_steps else None
-    return state if (state.epoch or 0) >= spec.num_train_epochs else None
 
 
 def _model_and_data(
@@ -510,86 +460,29 @@ def train(job_dir: Path | str) -> dict[str, Any]:
         data_collator=collator,
         callbacks=callbacks,
     )
-    resume = None
-    if spec.resume_from_checkpoint not in (None, False):
-        resume = spec.resume_from_checkpoint if isinstance(spec.resume_from_checkpoint, str) else True
-        if resume is True:
-            resume = str(last_checkpoint(output_dir)) if last_checkpoint(output_dir) else None
-    elif last_checkpoint(output_dir) is not None and (job.get("resume") or not spec.overwrite_output_dir):
-        # A restarted job continues where it stopped (LLaMA-Factory's rule: unless overwrite_output_dir).
-        resume = str(last_checkpoint(output_dir))
+    resume = resume_point(spec, output_dir, resumed=bool(job.get("resume")))
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
-    finished = _reached_target(resume, spec)
+    finished = reached_target(resume, spec)
     if finished is None:
         result = trainer.train(resume_from_checkpoint=resume)
         trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
-            _save_adapter(trainer.model, spec, output_dir)
+            save_adapter(trainer.model, spec, output_dir)
         state, training_loss = trainer.state, result.training_loss
     else:
-        # The run already reached its target (the worker died while uploading the adapter): a
-        # resumed Trainer would take one more step, so the checkpoint's adapter is the result.
-        state = finished
-        for name in ("adapter_config.json", "adapter_model.safetensors"):
-            if not (Path(resume) / name).is_file():
-                raise HipbotError(f"{Path(resume).name} holds no {name}: cannot finish the job from it")
-            if trainer.is_world_process_zero():
-                shutil.copy2(Path(resume) / name, output_dir / name)
-        if spec.pissa_init and trainer.is_world_process_zero():
-            from peft import set_peft_model_state_dict
-            from safetensors.torch import load_file
-
-            set_peft_model_state_dict(model, load_file(str(Path(resume) / "adapter_model.safetensors")))
-            _save_adapter(model, spec, output_dir)
-        training_loss = None
+        state, training_loss = finished, None
+        finish_from_checkpoint(trainer, model, spec, Path(resume), output_dir)
     elapsed = time.perf_counter() - started
-    metrics: dict[str, Any] = {}
-    if trainer.is_world_process_zero():
-        # How the examples were prompted, so serving prompts the same way; the saved tokenizer
-        # carries that template too. No pickles beside the adapter: training_args.bin goes.
-        record = template_record.from_training(spec, tokenizer)
-        tokenizer.chat_template = record.chat_template
-        tokenizer.save_pretrained(str(output_dir))
-        template_record.write(output_dir, record)
-        (output_dir / "training_args.bin").unlink(missing_ok=True)
-        # The trainer state carries the log of earlier attempts too, so a resumed job reports and
-        # plots the whole run.
-        logged = [
-            {"step": h["step"], "loss": h["loss"]} for h in state.log_history if h.get("loss") is not None
-        ]
-        losses = [h["loss"] for h in logged]
-        steps_run = max(1, state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0))
-        metrics = {
-            "global_step": state.global_step,
-            "resumed_from": resume and Path(resume).name,
-            "train_loss": training_loss if training_loss is not None else sum(losses) / max(1, len(losses)),
-            "first_loss": losses[0] if losses else None,
-            "final_loss": losses[-1] if losses else None,
-            "train_runtime_s": round(elapsed, 2),
-            "ms_per_step": round(1000 * elapsed / steps_run, 1),
-            "tokens_per_second": round(collator.tokens * _world() / max(elapsed, 1e-9), 1),
-            "train_examples": len(examples.train),
-            "skipped_records": examples.skipped,
-            "precision": precision,
-            "deepspeed": spec.deepspeed,
-            "gradient_checkpointing": spec.use_gradient_checkpointing,
-            "world_size": _world(),
-            "device": info.describe() if not use_cpu else "cpu",
-            "peak_memory_gib": (
-                round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
-            ),
-            "peak_reserved_gib": (
-                round(torch.cuda.max_memory_reserved() / 2**30, 2) if torch.cuda.is_available() else None
-            ),
-        }
-        if examples.eval and finished is None:
-            metrics["eval"] = trainer.evaluate()
-        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
-        if logged:
-            _plot(logged, output_dir / "loss.png")
-        (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
+    if not trainer.is_world_process_zero():
+        return {}
+    run = RunFacts(precision, info.describe() if not use_cpu else "cpu", _world(), elapsed)
+    metrics = write_results(trainer, spec, tokenizer, state, training_loss, resume, run, collator, examples)
+    if examples.eval and finished is None:
+        metrics["eval"] = trainer.evaluate()
+    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+    (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
     return metrics
 
 

@@ -33,10 +33,11 @@ from hipbot.jobs.finetune.coordinator_client import CoordinatorClient, Coordinat
 from hipbot.jobs.finetune.datasets import attachment_entry, check_attachment
 from hipbot.jobs.finetune.gpu import GpuInfo, detect, refusal
 from hipbot.jobs.finetune.models import GpuReport, JobInfo, Progress
+from hipbot.jobs.finetune.outcome import CHECKPOINT_RE, last_checkpoint
 from hipbot.jobs.finetune.portable import NotPortable, export_checkpoint, import_checkpoint
 from hipbot.jobs.finetune.runner import run_child
 from hipbot.jobs.finetune.spec import parse_spec
-from hipbot.jobs.finetune.trainer import CHECKPOINT_RE, last_checkpoint, write_job
+from hipbot.jobs.finetune.trainer import write_job
 
 CREDENTIALS = "credentials.json"
 log = logging.getLogger(__name__)

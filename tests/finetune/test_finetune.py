@@ -20,8 +20,9 @@ from hipbot.jobs.finetune.datasets import (
     to_messages,
 )
 from hipbot.jobs.finetune.memory import estimate, fit_message
+from hipbot.jobs.finetune.outcome import last_checkpoint
 from hipbot.jobs.finetune.spec import parse_spec
-from hipbot.jobs.finetune.trainer import last_checkpoint, read_progress, train, write_job
+from hipbot.jobs.finetune.trainer import read_progress, train, write_job
 
 
 @pytest.fixture(scope="module")
