@@ -174,10 +174,13 @@ def code_block(code: str, lang: str = "cpp") -> str:
 
 
 def code_reply_parts(code: str, filename: str, lang: str = "cpp") -> tuple[str, list[Attachment]]:
-    """Short code inline in a fenced block, long code as an attached file: (text, attachments)."""
-    if len(code) <= INLINE_CODE_LIMIT and code.count("\n") < 120:
+    """Short code inline in a fenced block, long code as an attached file: (text, attachments).
+    Code holding bytes that are not UTF-8 (kept as lone surrogates, see ``hipify.tree.check_text``)
+    always goes as a file, written back byte for byte: a message could not carry them."""
+    raw = not code.isascii() and any("\udc80" <= ch <= "\udcff" for ch in code)
+    if not raw and len(code) <= INLINE_CODE_LIMIT and code.count("\n") < 120:
         return code_block(code, lang), []
-    return "", [Attachment(filename, code.encode("utf-8"))]
+    return "", [Attachment(filename, code.encode("utf-8", "surrogateescape"))]
 
 
 def split_text(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:

@@ -28,8 +28,8 @@ _STYLES = {
     "danger": discord.ButtonStyle.danger,
 }
 
-# Clicks whose handler may be slow (publishing talks to vLLM servers) are deferred first.
-_SLOW_PREFIXES = ("hipbot:publish:",)
+# Clicks whose handler may be slow (publishing talks to vLLM servers, a port runs hipcc) are deferred first.
+_SLOW_PREFIXES = ("hipbot:publish:", "hipbot:port:")
 
 
 class HipbotButton(discord.ui.DynamicItem[discord.ui.Button], template=r"hipbot:(?P<rest>[\w:.\-]+)"):

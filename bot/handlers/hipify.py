@@ -7,7 +7,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
-from hipbot.bot.replies import Embed, Field, Reply, code_reply_parts, truncate
+from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, code_reply_parts, truncate
 from hipbot.errors import HipbotError
 
 if TYPE_CHECKING:
@@ -69,10 +69,10 @@ def hipify(
             "there is no code to convert", hint="paste CUDA in the code option or attach a .cu file"
         )
     ctx.check_cooldown("hipify")
-    return _translate_reply(code, filename or "snippet.cu", arch)
+    return _translate_reply(ctx, code, filename or "snippet.cu", arch)
 
 
-def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
+def _translate_reply(ctx: Context, code: str, filename: str, arch: str | None) -> Reply:
     from hipbot.agents.hipify import translate as translator
 
     result = translator.translate(
@@ -83,11 +83,51 @@ def _translate_reply(code: str, filename: str, arch: str | None) -> Reply:
     out_name = _output_name(filename)
     text, files = code_reply_parts(result.text, out_name)
     embeds = [_report_embed(result.report.to_dict(), [lint.to_dict() for lint in result.lints], out_name)]
+    buttons = []
     if arch:
         from hipbot.agents.hipify import compile_check
 
-        embeds.append(_compile_embed(compile_check.check(result.text, arch), arch))
-    return Reply(text=text, embeds=embeds, attachments=files, meta={"hip": result.text})
+        check = compile_check.check(result.text, arch)
+        embeds.append(_compile_embed(check, arch))
+        if not check.ok and check.diagnostics:
+            from hipbot.agents.port.snippet import remember
+
+            key = remember(code, ctx.settings.home)
+            target = arch.split(":")[0]  # a button id carries no ':xnack+' features
+            buttons.append(Button(f"hipbot:port:{key}:{target}", "Try to make it compile", emoji="🔧"))
+    return Reply(text=text, embeds=embeds, attachments=files, buttons=buttons, meta={"hip": result.text})
+
+
+def port_snippet(ctx: Context, key: str, arch: str) -> Reply:
+    """The "Try to make it compile" button: the snippet through ``hipbot port``'s repair loop."""
+    from hipbot.agents.hipify.compile_check import ARCH_RE
+    from hipbot.agents.port import snippet
+
+    if not ARCH_RE.match(arch):
+        raise HipbotError(f"{arch!r} is not an AMD GPU target", hint="e.g. gfx90a")
+    code = snippet.recall(key, ctx.settings.home)
+    ctx.check_cooldown("hipify")
+    result = snippet.port_snippet(code, arch)
+    if result.compiled:
+        verdict = (
+            f"compiles for {arch} after {len(result.edits)} repair(s)"
+            if result.edits
+            else (f"compiles for {arch} as translated")
+        )
+    else:
+        verdict = f"still does not compile for {arch}: {result.cause or 'see the errors'}"
+    fields = [Field(e.rule, truncate(f"{e.reason}\n{e.doc}".strip(), 1024)) for e in result.edits[:10]]
+    if not result.compiled and result.errors:
+        fields.append(Field("hipcc", truncate("```\n" + "\n".join(result.errors[:8]) + "\n```", 1024)))
+    embed = Embed(
+        title=f"port: {verdict}"[:256],
+        fields=fields,
+        color=COLOR_OK if result.compiled else COLOR_FAIL,
+    )
+    text, files = code_reply_parts(result.text, "snippet.hip")
+    if result.diff:
+        files.append(Attachment("repairs.diff", result.diff.encode("utf-8", "surrogateescape")))
+    return Reply(text=text, embeds=[embed], attachments=files)
 
 
 def _report_embed(report: dict[str, Any], lints: list[dict[str, Any]], name: str) -> Embed:

@@ -6,7 +6,7 @@ import re
 
 from hipbot.bot.handlers.ask import ask, more_sources, vote
 from hipbot.bot.handlers.common import Context
-from hipbot.bot.handlers.hipify import CODE_EXTENSIONS, convert_message, extract_code_blocks
+from hipbot.bot.handlers.hipify import CODE_EXTENSIONS, convert_message, extract_code_blocks, port_snippet
 from hipbot.bot.handlers.serve import publish
 from hipbot.bot.replies import Reply
 from hipbot.errors import HipbotError
@@ -37,6 +37,8 @@ def press(ctx: Context, custom_id: str) -> Reply:
             return more_sources(ctx, int(parts[2]))
         if parts[:2] == ["hipbot", "publish"]:
             return publish(ctx, parts[2])
+        if parts[:2] == ["hipbot", "port"] and len(parts) == 4:
+            return port_snippet(ctx, parts[2], parts[3])
     except (IndexError, ValueError):
         pass
     raise HipbotError(f"this button ({custom_id}) is not one the bot knows")

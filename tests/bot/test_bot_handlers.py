@@ -140,13 +140,21 @@ def test_hipify_bad_inputs(ctx: Context) -> None:
     for attachment, message in (
         (("a.txt", b"x"), "not a source file"),
         (("a.cu", b"\x00\x01binary"), "binary"),
-        (("a.cu", "é".encode("latin-1")), "UTF-8"),
         (("a.cu", b"x" * (handlers.MAX_CODE_BYTES + 1)), "KiB"),
     ):
         with pytest.raises(HipbotError, match=message):
             handlers.hipify(ctx, attachment=attachment)
     with pytest.raises(HipbotError, match="no code"):
         handlers.hipify(ctx, "  ")
+
+
+def test_hipify_latin1_attachment_comes_back_byte_for_byte(ctx: Context) -> None:
+    source = "// (c) Jos\xe9 M\xfcller \xa9 2019\n#include <cuda_runtime.h>\nvoid f(float **p) { cudaMalloc(p, 4); }\n"
+    reply = handlers.hipify(ctx, attachment=("k.cu", source.encode("latin-1")))
+    (attachment,) = reply.attachments
+    assert attachment.name == "k.hip" and reply.text == ""
+    assert attachment.data.startswith("// (c) Jos\xe9 M\xfcller \xa9 2019\n".encode("latin-1"))
+    assert b"hipMalloc(p, 4)" in attachment.data and b"cudaMalloc" not in attachment.data
 
 
 @pytest.mark.hipcc
@@ -161,6 +169,26 @@ def test_hipify_with_arch_reports_hipccs_verdict(ctx: Context) -> None:
     assert reply.embeds[-1].color == COLOR_FAIL
     assert f"\n{line}:" in reply.embeds[-1].description
     assert "error: use of undeclared identifier 'undefined_step'" in reply.embeds[-1].description
+
+
+@pytest.mark.hipcc
+def test_try_to_make_it_compile_button_runs_the_port(ctx: Context) -> None:
+    # ROCm 5.2 has no __shfl_down_sync: the translation fails, the button's port repairs it.
+    clean = KERNEL.replace("v += __shfl_down_sync(0xffffffff, v, o)", "v += o")
+    assert handlers.hipify(ctx, clean, arch="gfx90a").buttons == []  # nothing to repair
+    failed = handlers.hipify(ctx, KERNEL, arch="gfx90a")
+    assert failed.embeds[-1].color == COLOR_FAIL
+    (button,) = failed.buttons
+    assert button.label == "Try to make it compile" and button.custom_id.endswith(":gfx90a")
+    ported = handlers.press(ctx, button.custom_id)
+    assert ported.embeds[0].title.startswith("port: compiles for gfx90a after")
+    assert ported.embeds[0].color == COLOR_OK
+    diff = next(a for a in ported.attachments if a.name == "repairs.diff").data.decode()
+    assert "__shfl_down" in diff
+    with pytest.raises(HipbotError, match="not kept any more"):
+        handlers.press(ctx, "hipbot:port:0123456789abcdef:gfx90a")
+    with pytest.raises(HipbotError, match="not an AMD GPU target"):
+        handlers.press(ctx, button.custom_id.rsplit(":", 1)[0] + ":sm_80")
 
 
 @pytest.mark.hipcc
