@@ -12,9 +12,11 @@ into ``static/vendor`` by ``deploy/install.sh`` from the npm registry (no CDN, n
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 
 from hipbot.jobs.finetune.api.state import Coordinator
 
@@ -33,7 +35,17 @@ def mount(app: FastAPI, service: Coordinator) -> None:
     app.add_middleware(meter.middleware)
     app.include_router(routes.router)
     app.include_router(actions.router)
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static", check_dir=False), name="ui-static")
+    app.mount("/ui/static", _Static(directory=HERE / "static", check_dir=False), name="ui-static")
+
+
+class _Static(StaticFiles):
+    """The page's CSS, scripts and chart library, cached by browsers for an hour (their URLs
+    carry hipbot's version, so an upgrade is fetched anew)."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "public, max-age=3600"
+        return response
 
 
 def page_url(host: str, port: int) -> str:

@@ -14,6 +14,7 @@ import jinja2
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from hipbot import __version__
 from hipbot.db import open_db
 from hipbot.errors import Unauthorized
 from hipbot.jobs.finetune.api.state import Coordinator
@@ -37,6 +38,7 @@ HEADERS = {
 TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, auto_reload=False
 )
+TEMPLATES.globals["static"] = lambda name: f"/ui/static/{name}?v={__version__}"
 
 
 @dataclass
