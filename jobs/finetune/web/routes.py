@@ -10,17 +10,17 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from hipbot.errors import TooManyRequests, Unauthorized
+from hipbot.errors import JobNotFound, TooManyRequests, Unauthorized
 from hipbot.jobs.finetune.api.state import JobId
 from hipbot.jobs.finetune.queue import JobQueue
 from hipbot.jobs.finetune.web import store, views
 from hipbot.jobs.finetune.web.metrics import online_window
-from hipbot.jobs.finetune.web.page import Page, StreamViewer, Viewer, render
+from hipbot.jobs.finetune.web.page import Page, StreamViewer, Viewer, refuse, render
 
 router = APIRouter(include_in_schema=False)
 LOG_TAIL = 200
@@ -55,7 +55,10 @@ def _logs(queue: JobQueue, job_id: int, after: int = 0, limit: int = LOG_TAIL) -
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
 def job_detail(page: Page, session: Viewer, job_id: JobId) -> HTMLResponse:
     with page.service.lock:
-        job = page.service.queue.get(job_id)
+        try:
+            job = page.service.queue.get(job_id)
+        except JobNotFound as exc:
+            return refuse(session, 404, exc.message)
         logs = _logs(page.service.queue, job_id)
         points = store.progress_points(page.db, job_id)
     data = views.job_page(job, logs, points, time.time())
@@ -92,19 +95,26 @@ def _resume_from(last_event_id: str | None, after_step: int, after_log: int) -> 
     return after_step, after_log
 
 
+def _stream_of(page: Page, job_id: JobId) -> int:
+    """The job a live stream follows, checked before the stream starts: an unknown job is a 404,
+    and past ``MAX_STREAMS`` open streams a new one is a 429."""
+    page.service.locked(page.service.queue.get, job_id)
+    if page.streams >= MAX_STREAMS:
+        raise TooManyRequests("too many live pages are open", hint="close some and reload")
+    return job_id
+
+
 @router.get("/ui/jobs/{job_id}/events", response_class=EventSourceResponse)
 async def job_events(
     request: Request,
     page: Page,
     session: StreamViewer,
-    job_id: JobId,
+    job_id: Annotated[int, Depends(_stream_of)],
     after_step: int = -1,
     after_log: int = 0,
     last_event_id: Annotated[str | None, Header(max_length=100)] = None,
 ) -> AsyncIterator[ServerSentEvent]:
     """The job's new progress points, log lines and state, each second while it runs."""
-    if page.streams >= MAX_STREAMS:
-        raise TooManyRequests("too many live pages are open", hint="close some and reload")
     step, log = _resume_from(last_event_id, after_step, after_log)
     page.streams += 1
     try:

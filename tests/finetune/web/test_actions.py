@@ -135,6 +135,7 @@ def test_job_page_masks_secrets_and_metrics_count(app) -> None:
     assert store.progress_points(queue.db, job.id) == [[1, 2.0, 100.0], [2, 1.0, 102.0], [4, 0.5, 103.0]]
 
     http, _ = signed_in(app, ADMIN)
+    assert http.get("/ui/jobs/999").status_code == 404 and http.get("/ui/jobs/999/events").status_code == 404
     page = http.get(f"/ui/jobs/{job.id}").text
     assert "hf_abcdef" not in page and "sk-1" not in page and page.count("&lt;hidden&gt;") == 2
     assert masked_yaml("lora_rank: 8\nhub_token: x") == "lora_rank: 8\nhub_token: <hidden>"
