@@ -90,6 +90,8 @@ def main() -> int:
         ):
             totals[key] += value
         records[name] = {**report.to_dict(), "wall_seconds": wall}
+        if args.json:  # after each project: a long run's records survive an interruption
+            args.json.write_text(json.dumps(records, indent=1))
         shutil.rmtree(out.parent, ignore_errors=True)
     t = totals
     n = max(t["units"], 1)
@@ -99,8 +101,6 @@ def main() -> int:
         f"| {t['nolib_rules']}/{t['nolib']} ({100 * t['nolib_rules'] / max(t['nolib'], 1):.0f} %) | | |"
     )
     print("still failing, by cause:", dict(sorted(causes.items(), key=lambda kv: -kv[1])))
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
     return 0
 
 

@@ -4,9 +4,7 @@ unfinished source; otherwise hipcc's first error with its place."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 from hipbot.agents.hipify import mappings
 from hipbot.agents.port import rocm
@@ -14,6 +12,7 @@ from hipbot.agents.port.compiler import CompileResult, Diag
 from hipbot.agents.port.libraries import header_cause
 from hipbot.agents.port.report import Cause
 from hipbot.agents.port.rules import NO_MEMBER, NOT_FOUND, UNDECLARED, UnitState
+from hipbot.agents.port.source_fixes import included_files
 from hipbot.agents.port.tree import read_text
 
 _ASM = re.compile(r"\basm\b|__asm__")
@@ -40,28 +39,17 @@ _PTX_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s
 _PTX_WORD = re.compile(
     r"%%|\.(?:[subf]\d+|b\d+|pred|global|shared|sync|aligned)\b|\b(?:mov|ld|st|mma|cp|shfl|bar|red|atom)\."
 )
-_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 
-def inline_ptx(state: UnitState, limit: int = 40) -> Cause | None:
+def inline_ptx(state: UnitState) -> Cause | None:
     """PTX in ``asm()`` in the unit or the project headers it includes: ``-fsyntax-only`` does not
     assemble it, so it would pass the check and fail the build."""
-    todo, seen = [state.source], set()
-    while todo and len(seen) < limit:
-        rel = todo.pop()
-        path = state.root / rel
-        if rel in seen or not path.is_file():
-            continue
-        seen.add(rel)
-        text = read_text(path)
+    for rel in included_files(state):
+        text = read_text(state.root / rel)
         for m in _PTX_ASM.finditer(text):
             if _PTX_WORD.search(m.group(1)):
                 line = text.count("\n", 0, m.start()) + 1
                 return Cause("inline-ptx", f"inline PTX at {rel}:{line}: rewrite it with HIP/clang builtins")
-        for name in _QUOTED_INCLUDE.findall(text):
-            target = Path(os.path.normpath(path.parent / name))
-            if target.is_relative_to(state.root):
-                todo.append(target.relative_to(state.root))
     return None
 
 

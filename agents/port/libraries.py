@@ -37,6 +37,13 @@ _LIBS: dict[str, tuple[str, str | None]] = {
     "omp.h": ("OpenMP for clang", "libomp-15-dev, the version of hipcc's clang"),
     "torch": ("PyTorch C++ extension headers", None),
     "pybind11": ("pybind11", "pybind11-dev"),
+    # host-side libraries CUDA projects often use
+    "gflags": ("gflags", "libgflags-dev"),
+    "glog": ("glog", "libgoogle-glog-dev"),
+    "gtest": ("GoogleTest", "libgtest-dev"),
+    "boost": ("Boost", "libboost-dev"),
+    "Eigen": ("Eigen", "libeigen3-dev"),
+    "opencv2": ("OpenCV", "libopencv-dev"),
 }
 _NO_HIP: dict[str, str] = {
     "npp": "NPP (NVIDIA Performance Primitives)",

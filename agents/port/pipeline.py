@@ -19,6 +19,7 @@ from hipbot.agents.port.causes import classify, inline_ptx
 from hipbot.agents.port.compiler import CompileResult, CompileSettings, compile_unit, escaping_includes
 from hipbot.agents.port.report import Cause, Edit, PortReport, UnitReport, text_diff
 from hipbot.agents.port.rules import Fix, UnitState, find_fixes
+from hipbot.agents.port.source_fixes import ptx_fixes
 from hipbot.agents.port.tree import check_dirs, read_text, write_text, write_tree
 from hipbot.agents.port.units import Unit, discover
 
@@ -47,6 +48,8 @@ class _Tree:
         self.root = root
         self.lock = threading.Lock()
         self.port_seconds = 0.0
+        self.writes = 0  # edits of the tree so far
+        self.stamp: dict[str, int] = {}  # file (relative) -> ``writes`` after its last edit
 
     def apply(self, fix: Fix, state: UnitState) -> Edit | None:
         """Apply one fix; the edit (diff, reason, doc) or None when it changed nothing."""
@@ -68,6 +71,8 @@ class _Tree:
             if after == before:
                 return None
             write_text(path, after)
+            self.writes += 1
+            self.stamp[str(fix.file)] = self.writes
         return Edit(str(fix.file), fix.reason, fix.doc, text_diff(str(fix.file), before, after), fix.rule)
 
 
@@ -88,11 +93,29 @@ class _Job:
     settings: CompileSettings
     result: CompileResult | None = None
     hipcc: float = 0.0
+    writes_seen: int = 0  # the tree's edit count when the unit was last compiled
+
+    def edited_since(self, tree: _Tree) -> bool:
+        """Another unit edited a file this unit's errors are in since it was last compiled."""
+        assert self.result is not None
+        return any(tree.stamp.get(d.file, 0) > self.writes_seen for d in self.result.errors)
 
     def compile(self) -> CompileResult:
         self.result = compile_unit(self.state.source, self.state.root, self.state.args, self.settings)
         self.hipcc += self.result.seconds
         return self.result
+
+
+def _rewrite_ptx(job: _Job, tree: _Tree) -> CompileResult:
+    """One-instruction inline PTX with an exact HIP counterpart is rewritten, the unit recompiled."""
+    assert job.result is not None
+    edits = [e for fix in ptx_fixes(job.state) if (e := tree.apply(fix, job.state))]
+    if not edits:
+        return job.result
+    job.rep.rounds += 1
+    job.rep.edits += edits
+    job.rep.stage = "rules"
+    return job.compile()
 
 
 def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | None) -> None:
@@ -103,11 +126,13 @@ def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | N
         start = time.monotonic()
         edits = [e for fix in find_fixes(result.errors, state) if (e := tree.apply(fix, state))]
         tree.port_seconds += time.monotonic() - start
-        if not edits:
+        if not edits and not job.edited_since(tree):
             break
+        # no edit of its own: another unit's fix of a shared header may be this unit's too
         rep.rounds += 1
         rep.edits += edits
         rep.stage = "rules"
+        job.writes_seen = tree.writes
         result = job.compile()
     if not result.ok and result.error is None and model is not None:
         outcome = model(state, result)
@@ -116,6 +141,8 @@ def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | N
             job.hipcc += result.seconds
             rep.edits += edits
             rep.stage = "model"
+    if options.rules and result.error is None:
+        result = _rewrite_ptx(job, tree)
     rep.command = result.command
     rep.cwd = result.cwd
     ptx = None if options.build else inline_ptx(state)

@@ -9,6 +9,7 @@ Shims (each only for targets older than the release that added the real thing):
 - ROCm < 6.1: cooperative groups ``reduce`` with ``plus``/``less``/``greater``/``bit_and``/
   ``bit_or``/``bit_xor`` over a tile's ``shfl_xor`` (``cooperative_groups/reduce.h``).
 - ROCm < 5.4: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
+- Any version: the functions one-instruction inline PTX is rewritten to (``source_fixes.PTX_OPS``).
 """
 
 from __future__ import annotations
@@ -145,13 +146,33 @@ inline hipError_t hipDrvGetErrorString(hipError_t e, const char** s) { *s = hipG
 inline hipError_t hipDrvGetErrorName(hipError_t e, const char** s) { *s = hipGetErrorName(e); return hipSuccess; }
 #endif
 """
+_PTX = """\
+// One-instruction inline PTX rewritten by `hipbot port`, with the PTX ISA's semantics
+// (bfe: position and length taken mod 256, bits past bit 31 are 0 for u32 or the sign for s32).
+__device__ inline unsigned int __hipbot_ptx_mask(unsigned int n) { return n >= 32 ? ~0u : (1u << n) - 1u; }
+__device__ inline unsigned int __hipbot_ptx_bits(unsigned int pos, unsigned int len) {
+  pos &= 0xff; len &= 0xff;
+  return pos >= 32 ? 0u : (len < 32 - pos ? len : 32 - pos);
+}
+__device__ inline unsigned int __hipbot_ptx_bfe_u32(unsigned int a, unsigned int pos, unsigned int len) {
+  unsigned int n = __hipbot_ptx_bits(pos, len);
+  return n == 0 ? 0u : (a >> (pos & 0xff)) & __hipbot_ptx_mask(n);
+}
+__device__ inline int __hipbot_ptx_bfe_s32(int a, unsigned int pos, unsigned int len) {
+  pos &= 0xff; len &= 0xff;
+  if (len == 0) return 0;
+  unsigned int top = pos + len - 1 > 31 ? 31 : pos + len - 1, n = __hipbot_ptx_bits(pos, len);
+  unsigned int sign = ((unsigned int)a >> top) & 1u ? ~__hipbot_ptx_mask(n) : 0u;
+  return (int)((n == 0 ? 0u : ((unsigned int)a >> pos) & __hipbot_ptx_mask(n)) | sign);
+}
+"""
 
 
 def shim_text() -> str:
     """The whole ``hip_compat.h``: each part is guarded by the HIP version that made it unneeded."""
     return (
         "// hip_compat.h: written by `hipbot port` for APIs newer than the target ROCm.\n"
-        "#pragma once\n#include <hip/hip_runtime.h>\n\n" + _WARP + "\n" + _CG + "\n" + _DRV
+        "#pragma once\n#include <hip/hip_runtime.h>\n\n" + _WARP + "\n" + _CG + "\n" + _DRV + "\n" + _PTX
     )
 
 

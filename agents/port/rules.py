@@ -12,12 +12,22 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from hipbot.agents.port import rocm, samples
 from hipbot.agents.port.compiler import Diag
+from hipbot.agents.port.fixes import (
+    INCLUDE_LINE,
+    NO_MEMBER,
+    NOT_FOUND,
+    UNDECLARED,
+    Fix,
+    UnitState,
+    insert_after_hip_include,
+    shim_include,
+)
+from hipbot.agents.port.source_fixes import rule_nvcc_guard
 from hipbot.agents.port.tree import read_text
 
 DOC_HEADERS = "HIPIFY/docs/tables (CUDA headers and their HIP counterparts)"
@@ -25,61 +35,16 @@ DOC_OPENMP = "HIP/docs/how-to/hip_porting_guide.rst (OpenMP host code with hipcc
 DOC_PROPS = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md (cudaDeviceProp)"
 
 
-@dataclass
-class UnitState:
-    root: Path  # the ported tree
-    source: Path  # the unit, relative to root
-    args: list[str]
-    rocm: tuple[int, int]
-    files_by_name: dict[str, list[Path]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Fix:
-    rule: str
-    reason: str
-    doc: str
-    file: Path | None = None  # relative to root
-    edit: Callable[[str], str] | None = None
-    add_args: tuple[str, ...] = ()
-    new_files: tuple[tuple[Path, str], ...] = ()
-
-
-NOT_FOUND = re.compile(r"'([^']+)' file not found")
-UNDECLARED = re.compile(
-    r"use of undeclared identifier '([^']+)'|no (?:template|type|member) named '([^']+)' in namespace '([^']+)'"
-    r"|unknown type name '([^']+)'|no matching function for call to '([^']+)'"
-)
-NO_MEMBER = re.compile(r"no member named '([^']+)' in '(?:struct )?([^']+)'")
-_INCLUDE_LINE = r'^[ \t]*#[ \t]*include[ \t]*[<"]{}[>"][^\n]*\n?'
-
-
-def _shim_include(state: UnitState, file: Path) -> str:
-    rel = os.path.relpath(state.root / rocm.SHIM_NAME, (state.root / file).parent)
-    return f'#include "{rel}"'
-
-
-def _insert_after_hip_include(text: str, line: str) -> str:
-    if line in text:
-        return text
-    found = list(re.finditer(r'^[ \t]*#[ \t]*include[ \t]*[<"]hip/[^\n]*\n', text, re.M))
-    at = found[-1].end() if found else 0
-    if not found:
-        m = re.search(r"^[ \t]*#[ \t]*include[^\n]*\n", text, re.M)
-        at = m.start() if m else 0
-    return text[:at] + line + "\n" + text[at:]
-
-
 def _shim_fix(state: UnitState, diag: Diag, name: str, why: str, doc: str) -> Fix | None:
     """The shim goes in the unit itself, before the headers that need it: one round for them all."""
     file = state.source
-    line = _shim_include(state, file)
+    line = shim_include(state, file)
     return Fix(
         "rocm-shim",
         f"{name}: {why} (target ROCm {state.rocm[0]}.{state.rocm[1]}); {rocm.SHIM_NAME} supplies it",
         doc,
         file,
-        lambda text: _insert_after_hip_include(text, line),
+        lambda text: insert_after_hip_include(text, line),
         new_files=((Path(rocm.SHIM_NAME), rocm.shim_text()),),
     )
 
@@ -121,6 +86,11 @@ CUDA_HEADERS = {
 }
 
 
+NVTX_HEADERS = tuple(
+    f"{folder}nvToolsExt{part}.h" for folder in ("", "nvtx3/") for part in ("", "Cuda", "CudaRt")
+)
+
+
 def rule_header(diag: Diag, state: UnitState) -> Fix | None:
     m = NOT_FOUND.search(diag.message)
     if not m:
@@ -129,11 +99,11 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
     file = Path(diag.file)
     if file.is_absolute() or not (state.root / file).is_file():
         return None
-    pattern = re.compile(_INCLUDE_LINE.format(re.escape(name)), re.M)
+    pattern = re.compile(INCLUDE_LINE.format(re.escape(name)), re.M)
     if name in CUDA_HEADERS:
         new = CUDA_HEADERS[name]
         if new == rocm.SHIM_NAME:
-            line = _shim_include(state, file)
+            line = shim_include(state, file)
             return Fix(
                 "rocm-shim",
                 f"<{name}> is not in ROCm {state.rocm[0]}.{state.rocm[1]}: {rocm.SHIM_NAME} has cooperative_groups::reduce",
@@ -151,7 +121,7 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
             file,
             lambda text: pattern.sub(repl, text, count=1),
         )
-    if name in ("nvToolsExt.h", "nvtx3/nvToolsExt.h", "nvtx3/nvToolsExtCuda.h", "nvToolsExtCuda.h"):
+    if name in NVTX_HEADERS:
         line = f'#include "{os.path.relpath(state.root / samples.NVTX_NAME, (state.root / file).parent)}"'
         return Fix(
             "nvtx",
@@ -233,7 +203,7 @@ def rule_openmp(diag: Diag, state: UnitState) -> Fix | None:
         "hipcc's device pass does not define _OPENMP: <omp.h> is included whatever the guard says",
         DOC_OPENMP,
         file,
-        lambda text: _insert_after_hip_include(text, "#include <omp.h>  // hipbot port: both compile passes"),
+        lambda text: insert_after_hip_include(text, "#include <omp.h>  // hipbot port: both compile passes"),
     )
 
 
@@ -338,6 +308,7 @@ PROP_FIELDS = {
     "sharedMemPerMultiprocessor": ("{obj}maxSharedMemoryPerMultiProcessor", "HIP's name for the same figure"),
     "deviceOverlap": ("1", "every GPU ROCm supports copies memory while running kernels"),
     "unifiedAddressing": ("1", "ROCm always has unified virtual addressing on 64-bit Linux"),
+    "streamPrioritiesSupported": ("1", "HIP streams have priorities (hipStreamCreateWithPriority)"),
     "sharedMemPerBlockOptin": (
         "{obj}sharedMemPerBlock",
         "AMD GPUs have no opt-in shared memory: the block limit is all of it",
@@ -353,19 +324,13 @@ def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
     if file.is_absolute() or not (state.root / file).is_file():
         return None
     template, why = PROP_FIELDS[name]
+    pat = re.compile(rf"((?:[A-Za-z_]\w*(?:\[[^\]]*\])?(?:\.|->))+){name}\b")
 
-    def edit(text: str, line_no: int = diag.line) -> str:
-        lines = text.split("\n")
-        if not 0 < line_no <= len(lines):
-            return text
-        pat = re.compile(rf"((?:[A-Za-z_]\w*(?:\[[^\]]*\])?(?:\.|->))+){name}\b")
-        line = lines[line_no - 1]
+    def edit(text: str) -> str:
+        """Every use in the file: one round, however many lines read the field."""
         if template.startswith("{obj}"):
-            line = pat.sub(lambda mm: template.format(obj=mm.group(1)), line, count=1)
-        else:
-            line = pat.sub(f"{template} /* {name}: {why} */", line, count=1)
-        lines[line_no - 1] = line
-        return "\n".join(lines)
+            return pat.sub(lambda mm: template.format(obj=mm.group(1)), text)
+        return pat.sub(f"{template} /* {name}: {why} */", text)
 
     return Fix(
         "device-prop",
@@ -427,6 +392,7 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_hip_first,
     rule_literal_suffix,
     rule_cooperative_groups,
+    rule_nvcc_guard,
 )
 
 

@@ -23,6 +23,8 @@ FILES = {
         "set(CMAKE_CUDA_ARCHITECTURES 80)\nadd_executable(warp warp.cu)\nadd_executable(cgred cgred.cu)\n"
         "add_executable(hdr hdr.cu)\nadd_executable(omp omp.cu)\nadd_executable(drv drv.cu)\n"
         "add_executable(nvtx nvtx.cu)\nadd_executable(timer timer.cu)\nadd_executable(cgdim cgdim.cu)\nadd_executable(extc extc.cu)\nadd_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
+        "add_executable(prio more/prio.cu)\nadd_executable(guard more/guard.cu)\nadd_executable(bfe more/bfe.cu)\n"
+        "add_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
     "warp.cu": KERNEL_HEAD
@@ -66,6 +68,20 @@ FILES = {
     "newapi.cu": KERNEL_HEAD
     + "void f(cudaGraph_t g, cudaGraphNode_t* n, cudaGraphNodeParams* p) {\n"
     + "  cudaGraphAddNode(n, g, nullptr, 0, p);\n}\n",
+    "more/prio.cu": KERNEL_HEAD
+    + "int f(const cudaDeviceProp& p) {\n  int s = p.streamPrioritiesSupported;\n"
+    + "".join(f"  s += (int)p.sharedMemPerBlockOptin * {i};\n" for i in range(5))
+    + "  return s;\n}\n",
+    "more/guard.h": "#pragma once\n#ifdef __NVCC__\nvoid report(cudaError_t e);\n#endif\n",
+    "more/guard.cu": KERNEL_HEAD + '#include "guard.h"\nvoid f() { report(cudaSuccess); }\n',
+    "more/bfe.cu": KERNEL_HEAD
+    + "__device__ unsigned bfe(unsigned x, unsigned bit, unsigned n) {\n  unsigned r;\n"
+    + '  asm("bfe.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(bit), "r"(n));\n  return r;\n}\n',
+    "more/prof.h": "#pragma once\n#include <nvtx3/nvToolsExtCudaRt.h>\n",
+    "more/prof_a.cu": KERNEL_HEAD
+    + '#include "prof.h"\nvoid a(cudaStream_t s) { nvtxNameCudaStreamA(s, "a"); }\n',
+    "more/prof_b.cu": KERNEL_HEAD
+    + '#include "prof.h"\nvoid b(cudaStream_t s) { nvtxNameCudaStreamA(s, "b"); }\n',
     "tools/Makefile": "all:\n\tnvcc -arch=sm_70 app.cu -o app\n",
     "tools/app.cu": KERNEL_HEAD
     + '#include "helpers.cuh"\n__global__ void k(float* x) { x[0] = twice(x[0]); }\n',
@@ -90,6 +106,9 @@ FIXED_BY_RULES = {
     "drv.cu": "rocm-shim",
     "tools/app.cu": "own-header",
     "mpi/ring.cu": "mpi",
+    "more/prio.cu": "device-prop",
+    "more/guard.cu": "nvcc-guard",
+    "more/bfe.cu": "inline-ptx",
 }
 
 
@@ -136,11 +155,27 @@ def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> 
     assert "hipGraphNodeParams needs ROCm 6.1 (target 5.2" in newapi.cause.text
 
 
+def test_a_shared_header_fixed_once_serves_every_unit(ports: tuple[PortReport, PortReport]) -> None:
+    """Two units include the same header; one unit's rule edits it, the other is compiled again."""
+    plain, fixed = ports
+    units = [_unit(fixed, f"more/prof_{n}.cu") for n in "ab"]
+    assert all(_unit(plain, u.source).status == "failed" for u in units)
+    assert all(u.status == "compiled" and u.stage == "rules" for u in units), [u.errors for u in units]
+    assert sum("nvtx" in {e.rule for e in u.edits} for u in units) == 1
+
+
+def test_ptx_becomes_the_compat_function(ports: tuple[PortReport, PortReport]) -> None:
+    _, fixed = ports
+    out = Path(fixed.out)
+    assert "r = __hipbot_ptx_bfe_u32(x, bit, n);" in (out / "more" / "bfe.hip").read_text()
+    assert "(a >> (pos & 0xff)) & __hipbot_ptx_mask(n)" in (out / "hip_compat.h").read_text()
+
+
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 18 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 15 and s["failed"] == 3
+    assert s["units"] == 23 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 20 and s["failed"] == 3
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()

@@ -1,0 +1,57 @@
+"""What the repair rules share: the unit being repaired, a fix (an edit with its reason and doc
+source, or compiler flags), the diagnostics' patterns and the include lines the rules insert."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hipbot.agents.port import rocm
+
+
+@dataclass
+class UnitState:
+    root: Path  # the ported tree
+    source: Path  # the unit, relative to root
+    args: list[str]
+    rocm: tuple[int, int]
+    files_by_name: dict[str, list[Path]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fix:
+    rule: str
+    reason: str
+    doc: str
+    file: Path | None = None  # relative to root
+    edit: Callable[[str], str] | None = None
+    add_args: tuple[str, ...] = ()
+    new_files: tuple[tuple[Path, str], ...] = ()
+
+
+NOT_FOUND = re.compile(r"'([^']+)' file not found")
+UNDECLARED = re.compile(
+    r"use of undeclared identifier '([^']+)'|no (?:template|type|member) named '([^']+)' in namespace '([^']+)'"
+    r"|unknown type name '([^']+)'|no matching function for call to '([^']+)'"
+)
+NO_MEMBER = re.compile(r"no member named '([^']+)' in '(?:struct )?([^']+)'")
+INCLUDE_LINE = r'^[ \t]*#[ \t]*include[ \t]*[<"]{}[>"][^\n]*\n?'
+
+
+def shim_include(state: UnitState, file: Path) -> str:
+    rel = os.path.relpath(state.root / rocm.SHIM_NAME, (state.root / file).parent)
+    return f'#include "{rel}"'
+
+
+def insert_after_hip_include(text: str, line: str) -> str:
+    if line in text:
+        return text
+    found = list(re.finditer(r'^[ \t]*#[ \t]*include[ \t]*[<"]hip/[^\n]*\n', text, re.M))
+    at = found[-1].end() if found else 0
+    if not found:
+        m = re.search(r"^[ \t]*#[ \t]*include[^\n]*\n", text, re.M)
+        at = m.start() if m else 0
+    return text[:at] + line + "\n" + text[at:]
