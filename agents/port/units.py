@@ -4,7 +4,8 @@ CMake: ``add_executable``/``add_library``/``cuda_add_*``/``target_sources`` sour
 variables, ``file(GLOB)`` and ``aux_source_directory`` expanded), ``include_directories`` and
 ``target_include_directories``, ``add_definitions``/``add_compile_definitions``/
 ``target_compile_definitions``, inherited by sub-directories. Makefiles and shell scripts: each line
-that names a ``.cu`` file (``$(wildcard *.cu)`` and ``%.cu`` rules mean every ``.cu`` beside it),
+that names a ``.cu`` file (``$(wildcard *.cu)`` means every ``.cu`` beside it, and so does a ``%.cu``
+rule in a file that names none),
 with the ``-I``/``-D``/``-std``/``-fopenmp`` words of that line and of the file's variables.
 ``.cu`` files no build file governs are units on their own. Files ``#include``d by others never are.
 """
@@ -235,12 +236,17 @@ def _make_file(path: Path, root: Path, units: dict[Path, Unit], seen: set[Path])
     for value in variables.values():
         _flag_words(_expand(value, variables).split(), here, root, base)
     local_cu = sorted(p for p in here.iterdir() if p.suffix in UNIT_SUFFIXES)
+    # a %.cu pattern rule builds what the file asks for: the .cu files it names, when it names any
+    named = any(
+        w.strip("\"';:").endswith(UNIT_SUFFIXES) for ln in lines for w in _expand(ln, variables).split()
+    )
     for line in lines:
         line_words = _expand(line, variables).split()
         names: list[Path] = []
         for w in line_words:
             w = w.strip("\"';:")
-            if "*.cu" in w or "%.cu" in w:
+            pattern = "%.cu" in w or "$*.cu" in w  # a pattern rule's stem, not a wildcard
+            if ("*.cu" in w and not pattern) or (pattern and not named):
                 names += local_cu
             elif w.endswith(UNIT_SUFFIXES):
                 p = Path(w) if os.path.isabs(w) else here / w

@@ -86,10 +86,16 @@ def test_units_from_build_files(tmp_path: Path) -> None:
     )
     (tmp_path / "mk" / "main.cu").write_text('#include "kernels.cu"\n')
     (tmp_path / "mk" / "kernels.cu").write_text("int k;\n")
+    (tmp_path / "pat").mkdir()
+    (tmp_path / "pat" / "Makefile").write_text(
+        "SRC = app.cu\napp: $(SRC:.cu=.o)\n%.o: %.cu\n\tnvcc -c $*.cu\n"
+    )
+    (tmp_path / "pat" / "app.cu").write_text("int a;\n")
+    (tmp_path / "pat" / "LICENSE.app.cu").write_text("Copyright (c) someone\n")
     (tmp_path / "loose").mkdir()
     (tmp_path / "loose" / "solo.cu").write_text("int s;\n")
     units = {str(u.source): u for u in discover(tmp_path)}
-    assert set(units) == {"cm/a.cu", "cm/b.cu", "mk/main.cu", "loose/solo.cu"}
+    assert set(units) == {"cm/a.cu", "cm/b.cu", "mk/main.cu", "pat/app.cu", "loose/solo.cu"}
     a = units["cm/a.cu"]
     assert (
         a.include_dirs == [Path("cm/inc")] and a.defines == ["USE_X", "N=4"] and a.options == ["-std=c++17"]
