@@ -219,6 +219,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     load = os.getloadavg()[0]  # the machine's own load: other work slows the coordinator too
+    # built first: gzip takes a while, and the uploading worker's lease must not run out meanwhile
+    bomb = decompression_bomb(1000 * 2**20)
     home = Path(tempfile.mkdtemp(prefix="hipbot-bench-hostile-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -249,7 +251,6 @@ def main() -> int:
             jobs.append(client.post("/workers/claim", json={"wait_s": 1}, headers=who).json()["job"]["id"])
         upload_job, honest_job = jobs
 
-        bomb = decompression_bomb(1000 * 2**20)
         baseline = timed_gets(url, 3.0)
         queue: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()
         attacker = multiprocessing.get_context("fork").Process(
