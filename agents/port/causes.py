@@ -53,6 +53,41 @@ def inline_ptx(state: UnitState) -> Cause | None:
     return None
 
 
+_CODE_SUFFIXES = (".hip", ".h", ".cuh", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".c", ".inl")
+_UNDECLARED_NAME = re.compile(r"use of undeclared identifier '([A-Za-z_]\w*)'")
+
+
+def _defined_elsewhere(errors: list[Diag], state: UnitState, names: int = 3) -> Cause | None:
+    """A function the unit calls is declared in nothing it includes but defined in another file of
+    the project (an exercise copied half-way): the source is incomplete for any compiler."""
+    unit_files = included_files(state)
+    checked: set[str] = set()
+    for diag in errors:
+        m = _UNDECLARED_NAME.search(diag.message)
+        if not m or m.group(1) in checked or len(checked) >= names:
+            continue
+        name = m.group(1)
+        checked.add(name)
+        if name.startswith(("hip", "cuda", "cu", "__")) or rocm.added_in(name) or _unsupported_cuda(name):
+            continue
+        decl = re.compile(rf"^[A-Za-z_][\w:<>,*& \t]*\b{re.escape(name)}\s*\([^;{{]*\)\s*[{{;]", re.M)
+        if any(decl.search(read_text(state.root / rel)) for rel in unit_files):
+            continue  # declared where the unit can see it (behind a macro, say): not this case
+        for paths in state.files_by_name.values():
+            for rel in paths:
+                if (
+                    rel.suffix in _CODE_SUFFIXES
+                    and rel not in unit_files
+                    and decl.search(read_text(state.root / rel))
+                ):
+                    return Cause(
+                        "not-valid-cuda",
+                        f"'{name}' ({diag.file}:{diag.line}) is declared in nothing this unit includes; "
+                        f"{rel} defines it: the source is incomplete, nvcc refuses it too",
+                    )
+    return None
+
+
 def classify(result: CompileResult, state: UnitState) -> Cause:
     """Why a unit still fails, for a person."""
     if result.error:
@@ -126,6 +161,9 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "missing-header",
                 f"'{m.group(1)}' not found ({diag.file}:{diag.line}): not in the project nor installed",
             )
+    cause = _defined_elsewhere(errors, state)
+    if cause is not None:
+        return cause
     if errors:
         d = errors[0]
         return Cause("error", f"hipcc: {d.message} at {d.file}:{d.line}")

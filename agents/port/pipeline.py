@@ -19,7 +19,7 @@ from hipbot.agents.port.causes import classify, inline_ptx
 from hipbot.agents.port.compiler import CompileResult, CompileSettings, compile_unit, escaping_includes
 from hipbot.agents.port.report import Cause, Edit, PortReport, UnitReport, text_diff
 from hipbot.agents.port.rules import Fix, UnitState, find_fixes
-from hipbot.agents.port.source_fixes import ptx_fixes
+from hipbot.agents.port.source_fixes import included_files, ptx_fixes
 from hipbot.agents.port.tree import check_dirs, read_text, write_text, write_tree
 from hipbot.agents.port.units import Unit, discover
 
@@ -96,9 +96,12 @@ class _Job:
     writes_seen: int = 0  # the tree's edit count when the unit was last compiled
 
     def edited_since(self, tree: _Tree) -> bool:
-        """Another unit edited a file this unit's errors are in since it was last compiled."""
+        """Another unit edited a file this unit includes (or an error is in) since it was last compiled."""
         assert self.result is not None
-        return any(tree.stamp.get(d.file, 0) > self.writes_seen for d in self.result.errors)
+        if not any(n > self.writes_seen for n in tree.stamp.values()):
+            return False
+        files = {d.file for d in self.result.errors} | {str(p) for p in included_files(self.state)}
+        return any(tree.stamp.get(f, 0) > self.writes_seen for f in files)
 
     def compile(self) -> CompileResult:
         self.result = compile_unit(self.state.source, self.state.root, self.state.args, self.settings)
