@@ -27,7 +27,7 @@ from hipbot.agents.port.fixes import (
     insert_after_hip_include,
     shim_include,
 )
-from hipbot.agents.port.source_fixes import rule_nvcc_guard
+from hipbot.agents.port.source_fixes import rule_dependent_base, rule_nvcc_guard
 from hipbot.agents.port.tree import read_text
 
 DOC_HEADERS = "HIPIFY/docs/tables (CUDA headers and their HIP counterparts)"
@@ -393,6 +393,7 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_literal_suffix,
     rule_cooperative_groups,
     rule_nvcc_guard,
+    rule_dependent_base,
 )
 
 

@@ -107,3 +107,69 @@ def ptx_fixes(state: UnitState) -> list[Fix]:
             )
         )
     return fixes
+
+
+DOC_DEPENDENT_BASE = (
+    "C++ [temp.dep]/3: unqualified names are not looked up in a dependent base class; "
+    "clang enforces it, nvcc's front end (like MSVC) accepts them"
+)
+_DERIVED = re.compile(
+    r"\btemplate\s*<[^;{]*?>\s*(?:struct|class)\s+\w+\s*:\s*(?:(?:public|protected|private|virtual)\s+)*"
+    r"(\w+)\s*<([^;{]*?)>\s*\{"
+)
+
+
+def _body_end(text: str, open_brace: int) -> int:
+    """The index of the brace closing the one at ``open_brace`` (braces in comments count too)."""
+    depth = 0
+    for i in range(open_brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)
+
+
+def _base_enumerators(text: str, base: str) -> set[str]:
+    m = re.search(rf"\b(?:struct|class)\s+{re.escape(base)}\b[^;{{]*\{{", text)
+    if m is None:
+        return set()
+    body = text[m.end() - 1 : _body_end(text, m.end() - 1)]
+    names: set[str] = set()
+    for enum in re.finditer(r"\benum\b[^{;]*\{([^}]*)\}", body):
+        names.update(re.findall(r"(?:^|,)\s*([A-Za-z_]\w*)", enum.group(1)))
+    return names
+
+
+def rule_dependent_base(diag: Diag, state: UnitState) -> Fix | None:
+    """An enumerator of a dependent base class used unqualified in a class template (nvcc accepts
+    it, clang does not): every such use in the derived class is qualified with the base."""
+    m = re.match(r"use of undeclared identifier '([A-Za-z_]\w*)'", diag.message)
+    file = Path(diag.file)
+    if m is None or file.is_absolute() or not (state.root / file).is_file():
+        return None
+    name, text = m.group(1), read_text(state.root / file)
+    at = sum(len(line) + 1 for line in text.split("\n")[: diag.line - 1])
+    for d in _DERIVED.finditer(text):
+        end = _body_end(text, d.end() - 1)
+        if not d.end() <= at <= end or name not in _base_enumerators(text, d.group(1)):
+            continue
+        qualified = f"{d.group(1)}<{d.group(2).strip()}>::{name}"
+        start = d.end()
+
+        def edit(t: str, start: int = start, qualified: str = qualified) -> str:
+            stop = _body_end(t, start - 1)
+            body = re.sub(rf"(?<![\w.>:]){re.escape(name)}\b", qualified, t[start:stop])
+            return t[:start] + body + t[stop:]
+
+        return Fix(
+            "dependent-base",
+            f"'{name}' is an enumerator of the dependent base {d.group(1)}<...>: clang does not look "
+            f"into dependent bases, so it is written {qualified}",
+            DOC_DEPENDENT_BASE,
+            file,
+            edit,
+        )
+    return None

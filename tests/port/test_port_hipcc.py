@@ -24,7 +24,7 @@ FILES = {
         "add_executable(hdr hdr.cu)\nadd_executable(omp omp.cu)\nadd_executable(drv drv.cu)\n"
         "add_executable(nvtx nvtx.cu)\nadd_executable(timer timer.cu)\nadd_executable(cgdim cgdim.cu)\nadd_executable(extc extc.cu)\nadd_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
         "add_executable(prio more/prio.cu)\nadd_executable(bfe more/bfe.cu)\n"
-        "add_executable(half more/half.cu)\nadd_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
+        "add_executable(dep more/dep.cu)\nadd_executable(half more/half.cu)\nadd_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
     "warp.cu": KERNEL_HEAD
@@ -75,6 +75,12 @@ FILES = {
     "more/bfe.cu": KERNEL_HEAD
     + "__device__ unsigned bfe(unsigned x, unsigned bit, unsigned n) {\n  unsigned r;\n"
     + '  asm("bfe.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(bit), "r"(n));\n  return r;\n}\n',
+    "more/dep.cu": KERNEL_HEAD
+    + "template <int W> struct Base {\n  enum { AREA = W * W, LOW = -W / 2 };\n};\n"
+    + "template <typename T, int W> struct Avg : Base<W> {\n"
+    + "  __device__ T operator()(const T* a) const {\n    T s = T();\n"
+    + "    for (int i = LOW; i < AREA + LOW; ++i) s += a[i];\n    return s / AREA;\n  }\n};\n"
+    + "__global__ void k(float* x) { x[0] = Avg<float, 3>()(x + 4); }\n",
     "more/half.cu": KERNEL_HEAD + "void f(float* x) { fill_data(x, 4); }\n",
     "lib/fill.cpp": "void fill_data(float* x, int n) {\n  for (int i = 0; i < n; ++i) x[i] = i;\n}\n",
     "more/prof.h": "#pragma once\n#ifdef __NVCC__\nvoid report(cudaError_t e);\n#endif\n",
@@ -106,6 +112,7 @@ FIXED_BY_RULES = {
     "mpi/ring.cu": "mpi",
     "more/prio.cu": "device-prop",
     "more/bfe.cu": "inline-ptx",
+    "more/dep.cu": "dependent-base",
 }
 
 
@@ -174,8 +181,8 @@ def test_ptx_becomes_the_compat_function(ports: tuple[PortReport, PortReport]) -
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 23 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 19 and s["failed"] == 4
+    assert s["units"] == 24 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 20 and s["failed"] == 4
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()
