@@ -52,6 +52,7 @@ class SnippetPort:
     edits: list[Edit] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     text: str = ""  # the HIP text after the repairs
+    headers: dict[str, str] = field(default_factory=dict)  # shims the repairs include, by file name
 
     @property
     def diff(self) -> str:
@@ -68,8 +69,15 @@ def port_snippet(code: str, arch: str = "gfx90a", rocm: str = "auto", timeout: f
         (src / "snippet.cu").write_bytes(code.encode("utf-8", "surrogateescape"))
         report = port(src, Path(tmp) / "out", PortOptions(arch=arch, rocm=rocm, timeout=timeout, jobs=1))
         (unit,) = report.units
-        out_file = Path(tmp) / "out" / unit.output
+        out = Path(tmp) / "out"
+        out_file = out / unit.output
         text = read_text(out_file) if out_file.is_file() else ""
+        # What the repairs added beside the unit (hip_compat.h and other shims) travels with it.
+        extra = {
+            p.relative_to(out).as_posix(): read_text(p)
+            for p in sorted(out.rglob("*"))
+            if p.is_file() and p != out_file and p.suffix in (".h", ".hpp", ".cuh")
+        }
     return SnippetPort(
         unit.status == "compiled",
         unit.stage,
@@ -77,4 +85,5 @@ def port_snippet(code: str, arch: str = "gfx90a", rocm: str = "auto", timeout: f
         unit.edits,
         unit.errors,
         text,
+        extra,
     )

@@ -125,6 +125,8 @@ def port_snippet(ctx: Context, key: str, arch: str) -> Reply:
         color=COLOR_OK if result.compiled else COLOR_FAIL,
     )
     text, files = code_reply_parts(result.text, "snippet.hip")
+    for name, header in result.headers.items():
+        files.append(Attachment(name.replace("/", "_"), header.encode("utf-8", "surrogateescape")))
     if result.diff:
         files.append(Attachment("repairs.diff", result.diff.encode("utf-8", "surrogateescape")))
     return Reply(text=text, embeds=[embed], attachments=files)

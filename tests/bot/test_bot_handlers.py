@@ -184,7 +184,9 @@ def test_try_to_make_it_compile_button_runs_the_port(ctx: Context) -> None:
     assert ported.embeds[0].title.startswith("port: compiles for gfx90a after")
     assert ported.embeds[0].color == COLOR_OK
     diff = next(a for a in ported.attachments if a.name == "repairs.diff").data.decode()
-    assert "__shfl_down" in diff
+    assert '+#include "hip_compat.h"' in diff  # the shim that gives ROCm 5 the *_sync functions
+    shim = next(a for a in ported.attachments if a.name == "hip_compat.h").data.decode()
+    assert "__shfl_down_sync" in shim
     with pytest.raises(HipbotError, match="not kept any more"):
         handlers.press(ctx, "hipbot:port:0123456789abcdef:gfx90a")
     with pytest.raises(HipbotError, match="not an AMD GPU target"):
