@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -9,6 +10,7 @@ import click
 
 from hipbot.config import Settings, config_file_path, load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 
 def _open_state(settings: Settings):  # -> BotState, imported lazily with the rest of the bot
@@ -19,12 +21,12 @@ def _open_state(settings: Settings):  # -> BotState, imported lazily with the re
 
 def _token_missing() -> HipbotError:
     return HipbotError(
-        "no Discord bot token is set",
-        hint=(
+        _("no Discord bot token is set"),
+        hint=_(
             'export DISCORD_TOKEN=... (or HIPBOT_DISCORD_TOKEN), or put discord_token = "..." in '
-            f"{config_file_path()}; get a token at https://discord.com/developers/applications (Bot tab). "
+            "{path}; get a token at https://discord.com/developers/applications (Bot tab). "
             "`hipbot console` tries the bot without one"
-        ),
+        ).format(path=config_file_path()),
     )
 
 
@@ -58,13 +60,13 @@ def _run_discord(settings: Settings, *, message_content: bool, sync: bool, guild
         bot.run(settings.discord_token, log_level=logging.INFO)
     except discord.LoginFailure as exc:
         raise HipbotError(
-            f"Discord refused the token: {exc}",
-            hint="copy the token again from the Bot tab of your application",
+            _("Discord refused the token: {error}").format(error=exc),
+            hint=_("copy the token again from the Bot tab of your application"),
         ) from exc
     except discord.PrivilegedIntentsRequired as exc:
         raise HipbotError(
-            "the message-content intent is not enabled for this bot",
-            hint="enable it in the developer portal (Bot tab), or run without --message-content",
+            _("the message-content intent is not enabled for this bot"),
+            hint=_("enable it in the developer portal (Bot tab), or run without --message-content"),
         ) from exc
 
 
@@ -92,12 +94,13 @@ def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (what Discord receives).")
 def commands_cmd(as_json: bool) -> None:
     """Print the command tree (names, options, permissions) without connecting."""
+    from hipbot.bot.commands import command as table_row
     from hipbot.bot.discord_app import HipBot
     from hipbot.bot.discord_commands import command_tree_json
     from hipbot.bot.state import BotState
 
     bot = HipBot(load_settings(), state=BotState.open(":memory:"))  # builds the tree; touches no file
-    tree = command_tree_json(bot)
+    tree = asyncio.run(command_tree_json(bot))
     if as_json:
         click.echo(json.dumps(tree, indent=2, ensure_ascii=False))
         return
@@ -108,8 +111,9 @@ def commands_cmd(as_json: bool) -> None:
         kind = {1: "/", 3: "(message menu) "}.get(command.get("type", 1), "")
         click.echo(f"{kind}{command['name']} {options}".rstrip())
         if command.get("description"):
-            click.echo(f"    {command['description']}")
-        click.echo(f"    who: {command['hipbot_permission']}")
+            click.echo(f"    {_(command['description'])}")  # the English text is the catalogue's key
+        who = table_row(command["name"]).who_text()
+        click.echo("    " + _("who: {permission}").format(permission=who))
 
 
 def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
@@ -160,13 +164,19 @@ def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
         db.conn.close()
     if settings.docs is None:
         echo(
-            "note: the answers database is empty and no docs corpus was found; "
-            "run `hipbot ingest --docs PATH` (or --download) to enable /ask"
+            _(
+                "note: the answers database is empty and no docs corpus was found; "
+                "run `hipbot ingest --docs PATH` (or --download) to enable /ask"
+            )
         )
         return False
     from hipbot.agents.docs import ingest
 
-    echo(f"first start: reading the HIP docs from {settings.docs} into {settings.database} (a minute or two)")
+    echo(
+        _("first start: reading the HIP docs from {docs} into {database} (a minute or two)").format(
+            docs=settings.docs, database=settings.database
+        )
+    )
     summary = ingest.ingest(settings, progress=True)
     echo(str(summary))
     return True
@@ -183,5 +193,5 @@ def start(message_content: bool) -> None:
     if settings.discord_token:
         _run_discord(settings, message_content=message_content, sync=True, guild=None)
     else:
-        click.echo("no DISCORD_TOKEN set: starting the terminal console (set one to run the Discord bot)")
+        click.echo(_("no DISCORD_TOKEN set: starting the terminal console (set one to run the Discord bot)"))
         _console(settings)

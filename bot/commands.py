@@ -17,8 +17,9 @@ from hipbot.bot import handlers
 from hipbot.bot.handlers.common import COLOR_INFO, Context
 from hipbot.bot.replies import Embed, Reply
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, _
 
-ADMINS = "admins (Manage Server or admin_roles)"
+ADMINS = N_("admins (Manage Server or admin_roles)")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # attachments larger than this are refused before downloading
 
 
@@ -74,7 +75,7 @@ class Command:
     help: str
     usage: str = ""  # the console's syntax; empty: not a console command
     options: tuple[Option, ...] = ()
-    permission: str = "everyone"
+    permission: str = N_("everyone")
     cooldown: str | None = None  # the GuildConfig field with this command's per-user cooldown
     args: Args = Args.NONE
     menu: str | None = None  # a message context-menu in Discord (not a slash command) of this name
@@ -93,9 +94,16 @@ class Command:
 
     @property
     def who(self) -> str:
+        """Who may run it, in English (the JSON tree's ``hipbot_permission``)."""
+        return self.who_text(lambda text: text)
+
+    def who_text(self, translate: Callable[[str], str] = _) -> str:
+        """Who may run it, in the current language."""
         if self.cooldown is None:
-            return self.permission
-        return f"{self.permission}; per-user cooldown ({self.cooldown})"
+            return translate(self.permission)
+        return translate(N_("{permission}; per-user cooldown ({setting})")).format(
+            permission=translate(self.permission), setting=self.cooldown
+        )
 
 
 def show_help(ctx: Context) -> Reply:
@@ -104,19 +112,20 @@ def show_help(ctx: Context) -> Reply:
 
 
 def help_reply() -> Reply:
-    lines = [f"`/{c.name}` — {c.help}" for c in COMMANDS if c.menu is None and c.name != "help"]
-    lines.append("Mention me with a question, or with a ```cuda block to convert it.")
-    return Reply(embeds=[Embed(title="hipbot commands", description="\n".join(lines), color=COLOR_INFO)])
+    lines = [f"`/{c.name}` — {_(c.help)}" for c in COMMANDS if c.menu is None and c.name != "help"]
+    lines.append(_("Mention me with a question, or with a ```cuda block to convert it."))
+    return Reply(embeds=[Embed(title=_("hipbot commands"), description="\n".join(lines), color=COLOR_INFO)])
 
 
 def console_help(extra: tuple[tuple[str, str], ...] = ()) -> str:
     """The console's ``/help``: the table's usage lines, then the console's own ``extra`` ones."""
     lines = []
     for usage, text in [(c.usage, c.help) for c in COMMANDS if c.usage] + list(extra):
+        text = _(text) if text else text
         lines.append(
             (f"  {usage:<34} {text}" if len(usage) < 35 else f"  {usage}\n  {'':<34} {text}").rstrip()
         )
-    return "commands (the same as in Discord):\n" + "\n".join(lines)
+    return _("commands (the same as in Discord):") + "\n" + "\n".join(lines)
 
 
 def command(name: str) -> Command:
@@ -124,7 +133,7 @@ def command(name: str) -> Command:
     for row in COMMANDS:
         if name in (row.name, row.menu):
             return row
-    raise HipbotError(f"unknown command /{name}", hint="/help lists the commands")
+    raise HipbotError(_("unknown command /{name}").format(name=name), hint=_("/help lists the commands"))
 
 
 ARCHES = (
@@ -134,18 +143,20 @@ ARCHES = (
     ("gfx1100 (RX 7900, W7900)", "gfx1100"),
     ("gfx1030 (RX 6800/6900, W6800)", "gfx1030"),
 )
-JOB_ID = Option("job_id", required=True, complete=handlers.job_choices)
+JOB_ID = Option(
+    "job_id", description=N_("a job number (see /jobs)"), required=True, complete=handlers.job_choices
+)
 
 COMMANDS: tuple[Command, ...] = (
     Command(
         "ask",
         handlers.ask,
-        "Answer a CUDA->HIP porting question from the HIP docs, with sources",
+        N_("Answer a CUDA->HIP porting question from the HIP docs, with sources"),
         usage="/ask QUESTION",
         options=(
             Option(
                 "question",
-                description="e.g. what replaces cudaMemcpyToSymbolAsync?",
+                description=N_("e.g. what replaces cudaMemcpyToSymbolAsync?"),
                 required=True,
                 min=1,
                 max=2000,
@@ -158,19 +169,19 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "hipify",
         handlers.hipify,
-        "Convert CUDA code to HIP, with AMD porting lints",
+        N_("Convert CUDA code to HIP, with AMD porting lints"),
         usage="/hipify [FILE] [--arch gfx90a]",
         options=(
-            Option("code", description="CUDA source (or attach a file)"),
+            Option("code", description=N_("CUDA source (or attach a file)")),
             Option(
                 "file",
                 Kind.FILE,
-                "a .cu, .cuh, .cpp or .h file",
+                N_("a .cu, .cuh, .cpp or .h file"),
                 param="attachment",
                 max_bytes=handlers.MAX_CODE_BYTES,
                 check=handlers.check_code_filename,
             ),
-            Option("arch", description="compile the result for this AMD GPU with hipcc", choices=ARCHES),
+            Option("arch", description=N_("compile the result for this AMD GPU with hipcc"), choices=ARCHES),
         ),
         cooldown="hipify_cooldown_s",
         args=Args.OWN,
@@ -178,7 +189,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "convert",
         handlers.convert_message,
-        "Convert a message's code blocks (or its code attachments) to HIP",
+        N_("Convert a message's code blocks (or its code attachments) to HIP"),
         usage="/convert",
         options=(
             Option("content", required=True),
@@ -189,32 +200,34 @@ COMMANDS: tuple[Command, ...] = (
                 check=handlers.check_code_filename,
             ),
         ),
-        permission="everyone; shares the /hipify cooldown",
+        permission=N_("everyone; shares the /hipify cooldown"),
         args=Args.PASTE,
-        menu="Convert to HIP",
+        menu=N_("Convert to HIP"),
     ),
     Command(
         "finetune",
         handlers.finetune,
-        "Start a LoRA fine-tune on the community GPUs",
+        N_("Start a LoRA fine-tune on the community GPUs"),
         usage="/finetune [CONFIG.yaml] [--dataset FILE] [key=value ...]",
         options=(
             Option(
                 "config",
                 Kind.FILE,
-                "a LLaMA-Factory train YAML (or give the options below)",
+                N_("a LLaMA-Factory train YAML (or give the options below)"),
                 param="yaml_text",
                 max_bytes=256 * 1024,
                 decode=True,
             ),
-            Option("dataset", Kind.FILE, "a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)"),
-            Option("model", description="base model (model_name_or_path)"),
-            Option("dataset_name", description="a dataset name from the hub or dataset_info.json"),
-            Option("lora_rank", Kind.INT, "LoRA rank (8, 16, 32, 64 ...)", min=1, max=512),
-            Option("lora_target", description="all, or modules such as q_proj,v_proj"),
-            Option("epochs", Kind.FLOAT, "num_train_epochs", min=0.01, max=100.0),
+            Option(
+                "dataset", Kind.FILE, N_("a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)")
+            ),
+            Option("model", description=N_("base model (model_name_or_path)")),
+            Option("dataset_name", description=N_("a dataset name from the hub or dataset_info.json")),
+            Option("lora_rank", Kind.INT, N_("LoRA rank (8, 16, 32, 64 ...)"), min=1, max=512),
+            Option("lora_target", description=N_("all, or modules such as q_proj,v_proj")),
+            Option("epochs", Kind.FLOAT, N_("num_train_epochs"), min=0.01, max=100.0),
         ),
-        permission="admins and the roles in finetune_roles; per-user and per-server quotas",
+        permission=N_("admins and the roles in finetune_roles; per-user and per-server quotas"),
         args=Args.OWN,
         guild_only=True,
         follow_job=True,
@@ -222,39 +235,45 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "jobs",
         handlers.jobs,
-        "List fine-tune jobs",
+        N_("List fine-tune jobs"),
         usage="/jobs [mine|all]",
-        options=(Option("scope", choices=(("mine", "mine"), ("all", "all"))),),
+        options=(
+            Option(
+                "scope",
+                description=N_("your jobs, or all of this server's"),
+                choices=((N_("mine"), "mine"), (N_("all"), "all")),
+            ),
+        ),
         args=Args.OPTIONAL,
         ephemeral=True,
     ),
     Command(
-        "job", handlers.job, "Show one fine-tune job", usage="/job ID", options=(JOB_ID,), args=Args.WORD
+        "job", handlers.job, N_("Show one fine-tune job"), usage="/job ID", options=(JOB_ID,), args=Args.WORD
     ),
     Command(
         "cancel",
         handlers.cancel,
-        "Cancel a fine-tune job (yours, or any as admin)",
+        N_("Cancel a fine-tune job (yours, or any as admin)"),
         usage="/cancel ID",
         options=(JOB_ID,),
-        permission="the job's owner, or admins",
+        permission=N_("the job's owner, or admins"),
         args=Args.WORD,
     ),
-    Command("help", show_help, "What hipbot can do", ephemeral=True, quick=True),
-    Command("models", handlers.models, "Published adapters and base models", usage="/models"),
+    Command("help", show_help, N_("What hipbot can do"), ephemeral=True, quick=True),
+    Command("models", handlers.models, N_("Published adapters and base models"), usage="/models"),
     Command(
         "chat",
         handlers.chat,
-        "Chat with a published adapter or a base model",
+        N_("Chat with a published adapter or a base model"),
         usage="/chat ADAPTER PROMPT",
         options=(
             Option(
                 "adapter",
-                description="adapter or base model name (see /models)",
+                description=N_("adapter or base model name (see /models)"),
                 required=True,
                 complete=handlers.model_choices,
             ),
-            Option("prompt", description="your message", required=True, min=1, max=4000),
+            Option("prompt", description=N_("your message"), required=True, min=1, max=4000),
         ),
         args=Args.WORD_TEXT,
         stream="**{adapter}**: ",
@@ -262,16 +281,18 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "publish",
         handlers.publish,
-        "Publish a finished adapter to the vLLM servers",
+        N_("Publish a finished adapter to the vLLM servers"),
         usage="/publish ADAPTER",
-        options=(Option("adapter", required=True),),
-        permission="the job's owner, or admins",
+        options=(
+            Option("adapter", description=N_("an adapter name, or a finished job's number"), required=True),
+        ),
+        permission=N_("the job's owner, or admins"),
         args=Args.WORD,
     ),
     Command(
         "workers",
         handlers.workers,
-        "Registered GPU workers (admin)",
+        N_("Registered GPU workers (admin)"),
         usage="/workers",
         permission=ADMINS,
         guild_only=True,
@@ -281,7 +302,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "ingest",
         handlers.ingest,
-        "Re-read the HIP docs into the answers database (admin)",
+        N_("Re-read the HIP docs into the answers database (admin)"),
         usage="/ingest",
         permission=ADMINS,
         guild_only=True,
@@ -291,41 +312,63 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "config",
         handlers.config,
-        "This server's bot settings (admins change them)",
+        N_("This server's bot settings (admins change them)"),
         usage="/config [key=value ...]",
         options=(
             Option(
                 "finetune_roles",
-                description="roles allowed to start fine-tunes (names or ids, comma separated; 'everyone' for all)",
+                description=N_(
+                    "roles allowed to start fine-tunes (names or ids, comma separated; 'everyone' for all)"
+                ),
             ),
-            Option("admin_roles", description="roles with admin rights in the bot"),
+            Option("admin_roles", description=N_("roles with admin rights in the bot")),
             Option(
                 "max_running_per_user",
                 Kind.INT,
-                "fine-tunes a user may have queued or running",
+                N_("fine-tunes a user may have queued or running"),
                 min=0,
                 max=100,
             ),
-            Option("max_daily_per_user", Kind.INT, "fine-tunes a user may start per 24 h", min=0, max=1000),
+            Option(
+                "max_daily_per_user", Kind.INT, N_("fine-tunes a user may start per 24 h"), min=0, max=1000
+            ),
             Option(
                 "max_running_per_guild",
                 Kind.INT,
-                "fine-tunes this server may have queued or running",
+                N_("fine-tunes this server may have queued or running"),
                 min=0,
                 max=1000,
             ),
             Option(
-                "max_daily_per_guild", Kind.INT, "fine-tunes this server may start per 24 h", min=0, max=10000
+                "max_daily_per_guild",
+                Kind.INT,
+                N_("fine-tunes this server may start per 24 h"),
+                min=0,
+                max=10000,
             ),
             Option(
-                "notice_channel", Kind.CHANNEL, "channel for job status messages", param="notice_channel_id"
+                "notice_channel",
+                Kind.CHANNEL,
+                N_("channel for job status messages"),
+                param="notice_channel_id",
             ),
-            Option("ask_cooldown_s", Kind.FLOAT, "seconds between two /ask of one user", min=0, max=3600),
+            Option("ask_cooldown_s", Kind.FLOAT, N_("seconds between two /ask of one user"), min=0, max=3600),
             Option(
-                "hipify_cooldown_s", Kind.FLOAT, "seconds between two /hipify of one user", min=0, max=3600
+                "hipify_cooldown_s",
+                Kind.FLOAT,
+                N_("seconds between two /hipify of one user"),
+                min=0,
+                max=3600,
+            ),
+            Option(
+                "language",
+                description=N_(
+                    "the language of replies when a member's Discord language is not one the bot speaks"
+                ),
+                choices=(("English", "en"), ("简体中文", "zh_CN")),
             ),
         ),
-        permission="everyone may view; admins change",
+        permission=N_("everyone may view; admins change"),
         args=Args.KEY_VALUES,
         guild_only=True,
         ephemeral=True,

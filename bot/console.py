@@ -23,14 +23,17 @@ from hipbot.bot.replies import Button, Reply
 from hipbot.bot.state import BotState
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, _, env_locale, using
 
 log = logging.getLogger(__name__)
 PROMPT = "hipbot> "
 END_OF_PASTE = "."
 
-CONSOLE_COMMANDS = (("/press N", "click button N of the last reply"), ("/help   /quit", ""))
-CONSOLE_NOTE = """/hipify and /convert without code read pasted lines up to a line '.';
-anything else is read like a mention: a question, or a ```cuda block to convert"""
+CONSOLE_COMMANDS = (("/press N", N_("click button N of the last reply")), ("/help   /quit", ""))
+CONSOLE_NOTE = N_(
+    "/hipify and /convert without code read pasted lines up to a line '.';\n"
+    "anything else is read like a mention: a question, or a ```cuda block to convert"
+)
 
 
 @dataclass
@@ -44,9 +47,10 @@ class Console:
     write_part: Callable[[str], None] | None = None  # writes without a newline, for streaming
     out_dir: Path | None = None
     buttons: list[Button] = field(default_factory=list)
+    locale: str = field(default_factory=env_locale)  # HIPBOT_LANG, LC_ALL, LANG
 
     def __post_init__(self) -> None:
-        self.ctx = Context(settings=self.settings, state=self.state, actor=CONSOLE_ACTOR)
+        self.ctx = Context(settings=self.settings, state=self.state, actor=CONSOLE_ACTOR, locale=self.locale)
         self.out_dir = self.out_dir or self.settings.home / "console"
         # Commands whose line the console reads itself (local files, --flags): Args.OWN in the table.
         self._own: dict[str, Callable[[str], Reply]] = {"hipify": self._hipify, "finetune": self._finetune}
@@ -70,13 +74,13 @@ class Console:
 
     # -- output --------------------------------------------------------------------------------
     def show(self, reply: Reply) -> None:
-        self.write(replace(reply, buttons=[], attachments=[]).to_text() or "(no output)")
+        self.write(replace(reply, buttons=[], attachments=[]).to_text() or _("(no output)"))
         assert self.out_dir is not None
         for att in reply.attachments:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             path = self.out_dir / Path(att.name).name
             path.write_bytes(att.data)
-            self.write(f"[attachment {att.name} saved to {path}]")
+            self.write(_("[attachment {name} saved to {path}]").format(name=att.name, path=path))
         self.buttons = [b for b in reply.buttons if not b.disabled]
         if self.buttons:
             self.write(
@@ -98,7 +102,11 @@ class Console:
 
     # -- dispatch ------------------------------------------------------------------------------
     def handle(self, line: str) -> bool:
-        """Run one input line; False when the user asked to quit."""
+        """Run one input line, in the console's language; False when the user asked to quit."""
+        with using(self.locale):
+            return self._handle(line)
+
+    def _handle(self, line: str) -> bool:
         line = line.strip()
         if not line:
             return True
@@ -106,31 +114,38 @@ class Console:
             return False
         try:
             if line.startswith("/"):
-                name, _, rest = line[1:].partition(" ")
+                name, _sep, rest = line[1:].partition(" ")
                 self.command(name.lower(), rest.strip())
             else:
                 text = self._read_paste(line) if line.startswith("```") else line
                 self.show(handlers.mention(self.ctx, text))
         except HipbotError as exc:
-            self.show(Reply(text=f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")))
+            hint = "\n" + _("hint: {hint}").format(hint=exc.hint) if exc.hint else ""
+            self.show(Reply(text=_("error: {message}").format(message=exc.message) + hint))
         except Exception as exc:  # noqa: BLE001 - one line's bug must not end the session
             log.exception("console line %r failed", line)
             self.show(
-                Reply(text=f"error: {line.split()[0]} failed ({type(exc).__name__}: {exc}); see the log")
+                Reply(
+                    text=_("error: {command} failed ({error}); see the log").format(
+                        command=line.split()[0], error=f"{type(exc).__name__}: {exc}"
+                    )
+                )
             )
         return True
 
     def command(self, name: str, rest: str) -> None:
         """A command of the table, read from the rest of its line as its row's ``args`` say."""
         if name == "help":
-            self.write(console_help(CONSOLE_COMMANDS) + "\n" + CONSOLE_NOTE)
+            self.write(console_help(CONSOLE_COMMANDS) + "\n" + _(CONSOLE_NOTE))
             return
         if name == "press":
             self.show(self._press(rest))
             return
         row = command(name)
         if not row.usage:
-            raise HipbotError(f"unknown command /{name}", hint="/help lists the commands")
+            raise HipbotError(
+                _("unknown command /{name}").format(name=name), hint=_("/help lists the commands")
+            )
         if row.args is Args.OWN:
             result = self._own[row.name](rest)
         else:
@@ -150,9 +165,11 @@ class Console:
         if row.args is Args.OPTIONAL:
             return ([rest] if rest else []), {}
         if row.args is Args.WORD_TEXT:
-            word, _, text = rest.partition(" ")
+            word, _sep, text = rest.partition(" ")
             if not word or not text.strip():
-                raise HipbotError(f"usage: {row.usage}", hint="/help lists the commands")
+                raise HipbotError(
+                    _("usage: {usage}").format(usage=row.usage), hint=_("/help lists the commands")
+                )
             return [word, text.strip()], {}
         if row.args is Args.PASTE:
             return [self._read_paste(rest)], {}
@@ -170,7 +187,7 @@ class Console:
         if "--arch" in args:
             i = args.index("--arch")
             if i + 1 >= len(args):
-                raise HipbotError("--arch needs a value, e.g. --arch gfx90a")
+                raise HipbotError(_("--arch needs a value, e.g. --arch gfx90a"))
             arch = args[i + 1]
             del args[i : i + 2]
         if len(args) == 1 and Path(args[0]).expanduser().is_file():
@@ -191,7 +208,7 @@ class Console:
         if "--dataset" in plain:
             i = plain.index("--dataset")
             if i + 1 >= len(plain):
-                raise HipbotError("--dataset needs a file")
+                raise HipbotError(_("--dataset needs a file"))
             dataset_path = plain[i + 1]
             del plain[i : i + 2]
         yaml_text = None
@@ -225,11 +242,14 @@ class Console:
         elif rest.startswith("hipbot:"):
             custom_id = rest
         else:
-            raise HipbotError("no such button", hint="/press N with N from the last reply's [N] buttons")
+            raise HipbotError(
+                _("no such button"), hint=_("/press N with N from the last reply's [N] buttons")
+            )
         return handlers.press(self.ctx, custom_id)
 
     def loop(self) -> None:
-        self.write("hipbot console: /help lists the commands, /quit leaves.")
+        with using(self.locale):
+            self.write(_("hipbot console: /help lists the commands, /quit leaves."))
         while True:
             try:
                 line = self.read(PROMPT)
@@ -242,7 +262,7 @@ class Console:
 
 def _one_arg(rest: str, usage: str) -> str:
     if not rest.strip() or len(rest.split()) != 1:
-        raise HipbotError(f"usage: {usage}")
+        raise HipbotError(_("usage: {usage}").format(usage=usage))
     return rest.strip()
 
 
@@ -251,7 +271,7 @@ def _read_file(name: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise HipbotError(f"cannot read {path}: {exc}") from exc
+        raise HipbotError(_("cannot read {path}: {error}").format(path=path, error=exc)) from exc
 
 
 def _split(rest: str) -> list[str]:
@@ -260,24 +280,31 @@ def _split(rest: str) -> list[str]:
         return shlex.split(rest) if rest else []
     except ValueError as exc:
         raise HipbotError(
-            f"cannot read the line: {exc}", hint="close the quote, or escape it with a backslash"
+            _("cannot read the line: {error}").format(error=exc),
+            hint=_("close the quote, or escape it with a backslash"),
         ) from exc
 
 
 def _typed(option: Option, raw: str) -> Any:
     """A key=value option read as the command table types it (Discord does this for its users)."""
-    kinds = {Kind.INT: (int, "a whole number"), Kind.FLOAT: (float, "a number")}
+    kinds = {Kind.INT: (int, _("a whole number")), Kind.FLOAT: (float, _("a number"))}
     if option.kind not in kinds:
         return raw
     convert, what = kinds[option.kind]
     try:
         value = convert(raw)
     except ValueError as exc:
-        raise HipbotError(f"{option.name} must be {what}, got {raw!r}") from exc
+        raise HipbotError(
+            _("{option} must be {what}, got {raw!r}").format(option=option.name, what=what, raw=raw)
+        ) from exc
     low = -math.inf if option.min is None else option.min
     high = math.inf if option.max is None else option.max
     if not low <= value <= high:  # nan is in no range
-        raise HipbotError(f"{option.name} must be between {low:g} and {high:g}, got {raw}")
+        raise HipbotError(
+            _("{option} must be between {low:g} and {high:g}, got {raw}").format(
+                option=option.name, low=low, high=high, raw=raw
+            )
+        )
     return value
 
 
@@ -286,6 +313,9 @@ def _key_values(rest: str) -> dict[str, Any]:
     for item in _split(rest):
         key, sep, value = item.partition("=")
         if not sep:
-            raise HipbotError(f"expected key=value, got {item!r}", hint="e.g. /config max_daily_per_user=5")
+            raise HipbotError(
+                _("expected key=value, got {item!r}").format(item=item),
+                hint=_("e.g. /config max_daily_per_user=5"),
+            )
         out[key.strip()] = value.strip()
     return out

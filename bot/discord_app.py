@@ -22,7 +22,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from hipbot.bot import handlers
-from hipbot.bot.discord_commands import register_commands
+from hipbot.bot.discord_commands import Translator, register_commands
 from hipbot.bot.handlers import Context
 from hipbot.bot.permissions import Actor
 from hipbot.bot.replies import MESSAGE_LIMIT, Reply, error_reply, fit, truncate
@@ -30,6 +30,7 @@ from hipbot.bot.state import BotState
 from hipbot.bot.views import HipbotButton, defer, message_kwargs, send_reply
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _, resolve, using
 
 log = logging.getLogger("hipbot.discord")
 
@@ -94,6 +95,7 @@ class HipBot(commands.Bot):
         log.info("logged in as %s in %d servers; invite: %s", self.user, len(self.guilds), invite)
 
     async def setup_hook(self) -> None:
+        await self.tree.set_translator(Translator())
         self.add_dynamic_items(HipbotButton)
         self._watcher = asyncio.create_task(self._watch_jobs(), name="hipbot-job-watcher")
         self._warm = asyncio.create_task(
@@ -109,8 +111,11 @@ class HipBot(commands.Bot):
 
     # -- contexts --------------------------------------------------------------------------------
     async def context_for(self, interaction: discord.Interaction) -> Context:
+        """Who runs the interaction, where, and in which language: the member's own Discord language
+        when the bot speaks it, else the server's ``/config language``, else English."""
         actor = actor_from(interaction.user, interaction.guild, interaction.permissions)
         channel = interaction.channel
+        config = await asyncio.to_thread(self.state.guild_config, actor.guild_id)
         return Context(
             settings=self.settings,
             state=self.state,
@@ -118,6 +123,8 @@ class HipBot(commands.Bot):
             channel_id=getattr(channel, "id", None),
             thread_id=channel.id if isinstance(channel, discord.Thread) else None,
             file_limit=interaction.filesize_limit,
+            locale=resolve(interaction.locale.value, config.language),
+            _config=config,
         )
 
     async def run_handler(
@@ -165,9 +172,11 @@ class HipBot(commands.Bot):
             log.exception(
                 "command %s failed", interaction.command and interaction.command.name, exc_info=cause
             )
-            reply = error_reply(
-                "something went wrong on the bot's side; it is logged", "try again in a minute"
-            )
+            config = await asyncio.to_thread(self.state.guild_config, interaction.guild_id)
+            with using(resolve(interaction.locale.value, config.language)):
+                reply = error_reply(
+                    _("something went wrong on the bot's side; it is logged"), _("try again in a minute")
+                )
         with contextlib.suppress(discord.HTTPException):
             await send_reply(interaction, reply)
 
@@ -184,6 +193,7 @@ class HipBot(commands.Bot):
         if self.user not in message.mentions and not in_own_thread:
             return
         actor = actor_from(message.author, message.guild, None)
+        config = await asyncio.to_thread(self.state.guild_config, actor.guild_id)
         ctx = Context(
             settings=self.settings,
             state=self.state,
@@ -191,6 +201,8 @@ class HipBot(commands.Bot):
             channel_id=message.channel.id,
             thread_id=message.channel.id if isinstance(message.channel, discord.Thread) else None,
             file_limit=message.guild.filesize_limit if message.guild else 10 * 1024 * 1024,
+            locale=resolve(config.language),  # a message carries no locale: the server's language
+            _config=config,
         )
         files = [
             (a.filename, await a.read()) for a in message.attachments if a.size <= handlers.MAX_CODE_BYTES
@@ -210,11 +222,11 @@ class HipBot(commands.Bot):
         self, interaction: discord.Interaction, job_id: str, message: discord.Message
     ) -> None:
         """Remember which message shows the job (in the guild's notice channel when one is set)."""
-        actor = actor_from(interaction.user, interaction.guild, interaction.permissions)
-        config = await asyncio.to_thread(self.state.guild_config, actor.guild_id)
+        ctx = await self.context_for(interaction)
+        actor, config = ctx.actor, ctx.config
         channel_id, message_id = message.channel.id, message.id
         if config.notice_channel_id and config.notice_channel_id != channel_id:
-            update = await asyncio.to_thread(handlers.job_status, self.settings, job_id)
+            update = await asyncio.to_thread(handlers.job_status, self.settings, job_id, ctx.locale)
             if update is not None:
                 notice = self.get_partial_messageable(config.notice_channel_id)
                 kwargs = {k: v for k, v in message_kwargs(fit(update.reply)[-1]).items() if v is not None}
@@ -230,6 +242,7 @@ class HipBot(commands.Bot):
             message_id=message_id,
             user_id=actor.user_id,
             guild_id=actor.guild_id,
+            locale=ctx.locale,
         )
 
     async def _watch_jobs(self) -> None:
@@ -247,7 +260,9 @@ class HipBot(commands.Bot):
         edited = 0
         for row in rows:
             try:
-                update = await asyncio.to_thread(handlers.job_status, self.settings, row["job_id"])
+                update = await asyncio.to_thread(
+                    handlers.job_status, self.settings, row["job_id"], row.get("locale")
+                )
             except HipbotError as exc:  # coordinator down: keep the link, retry next tick
                 log.warning("cannot read job %s: %s", row["job_id"], exc)
                 continue
@@ -267,8 +282,12 @@ class HipBot(commands.Bot):
             try:
                 await message.edit(attachments=files, **kwargs)
                 if update.final and row["user_id"]:
+                    with using(row.get("locale")):
+                        done = _("<@{user}> fine-tune `{job}` {state}.").format(
+                            user=row["user_id"], job=row["job_id"], state=handlers.state_name(update.state)
+                        )
                     await channel.send(
-                        f"<@{row['user_id']}> fine-tune `{row['job_id']}` {update.state}.",
+                        done,
                         reference=message.to_reference(fail_if_not_exists=False),
                         allowed_mentions=discord.AllowedMentions(users=True),
                     )
@@ -311,7 +330,8 @@ async def stream_reply(interaction: discord.Interaction, chunks: Iterator[str], 
         except Exception as exc:  # surfaced to the user as a message, logged with its traceback
             log.exception("chat stream failed")
             loop.call_soon_threadsafe(
-                queue.put_nowait, ("error", HipbotError(f"the chat stream broke: {exc}"))
+                queue.put_nowait,
+                ("error", HipbotError(_("the chat stream broke: {error}").format(error=exc))),
             )
 
     worker = asyncio.create_task(asyncio.to_thread(pump))
@@ -332,7 +352,7 @@ async def stream_reply(interaction: discord.Interaction, chunks: Iterator[str], 
             current = await interaction.followup.send(content="…", wait=True)
         body = header + text[page_start:] + ("" if final else " ▌")
         if body != shown:
-            await _edit_page(interaction, current, body or "(empty reply)")
+            await _edit_page(interaction, current, body or _("(empty reply)"))
             shown = body
 
     while True:

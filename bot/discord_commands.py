@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,6 +24,7 @@ from hipbot.bot.handlers import safe
 from hipbot.bot.replies import Reply, error_reply, truncate
 from hipbot.bot.views import defer, send_reply
 from hipbot.errors import HipbotError
+from hipbot.i18n import ENGLISH, N_, _, gettext, normalize, using
 
 if TYPE_CHECKING:
     from hipbot.bot.discord_app import HipBot
@@ -40,17 +42,52 @@ _TYPES: dict[Kind, type] = {
 }
 
 
+# A slash command's or option's name, in any language (Discord's rule); a menu's name may hold spaces.
+_NAME_RE = re.compile(r"^[-_\w]{1,32}$")
+_NAMES = (
+    app_commands.TranslationContextLocation.command_name,
+    app_commands.TranslationContextLocation.parameter_name,
+)
+
+
+class Translator(app_commands.Translator):
+    """Command and option names, descriptions and choices in each Discord locale the bot speaks,
+    from the same gettext catalogue as the replies."""
+
+    async def translate(
+        self,
+        string: app_commands.locale_str,
+        locale: discord.Locale,
+        context: app_commands.TranslationContext,
+    ) -> str | None:
+        language = normalize(locale.value)
+        if language is None or language == ENGLISH:
+            return None
+        text = gettext(string.message, language)
+        if text == string.message:
+            return None
+        slash = not isinstance(context.data, app_commands.ContextMenu)
+        if context.location in _NAMES and slash and not _NAME_RE.match(text):
+            log.warning(
+                "the %s translation of the name %r is not a valid name: %r", language, string.message, text
+            )
+            return None
+        return text
+
+
 def register_commands(bot: HipBot) -> None:
     """Build the application-command tree on ``bot.tree``, one command per row of the table."""
     for row in COMMANDS:
         bot.tree.add_command(_context_menu(bot, row) if row.menu else _slash_command(bot, row))
 
 
-def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
-    """The command tree as Discord receives it, plus who may run each command."""
+async def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
+    """The command tree as Discord receives it (with each locale's names and descriptions), plus
+    who may run each command."""
     out = []
+    translator = bot.tree.translator or Translator()
     for cmd in bot.tree.get_commands():
-        data = cmd.to_dict(bot.tree)
+        data = await cmd.get_translated_payload(bot.tree, translator)
         data["hipbot_permission"] = command(cmd.name).who
         out.append(data)
     return out
@@ -59,9 +96,10 @@ def command_tree_json(bot: HipBot) -> list[dict[str, Any]]:
 async def read_attachment(attachment: discord.Attachment, limit: int) -> tuple[str, bytes]:
     if attachment.size > limit:
         raise HipbotError(
-            f"{attachment.filename} is {attachment.size // (1024 * 1024)} MiB; the bot reads files up to "
-            f"{limit // (1024 * 1024)} MiB",
-            hint="use the hipbot CLI for big files",
+            _("{name} is {size} MiB; the bot reads files up to {limit} MiB").format(
+                name=attachment.filename, size=attachment.size // (1024 * 1024), limit=limit // (1024 * 1024)
+            ),
+            hint=_("use the hipbot CLI for big files"),
         )
     return attachment.filename, await attachment.read()
 
@@ -96,7 +134,7 @@ def _slash_command(bot: HipBot, row: Command) -> app_commands.Command[Any, ..., 
     callback.__signature__ = _signature(row)  # type: ignore[attr-defined]
     descriptions = {o.name: o.description for o in row.options if o.description}
     if row.thread:
-        descriptions[THREAD_OPTION] = "open a thread on the answer for follow-up questions"
+        descriptions[THREAD_OPTION] = N_("open a thread on the answer for follow-up questions")
     if descriptions:
         app_commands.describe(**descriptions)(callback)
     choices = {
@@ -137,12 +175,13 @@ def _context_menu(bot: HipBot, row: Command) -> app_commands.ContextMenu:
 
     async def callback(interaction: discord.Interaction, message: discord.Message) -> None:
         await defer(interaction)
-        files = [
-            await read_attachment(a, file_option.max_bytes)
-            for a in message.attachments
-            if a.size <= file_option.max_bytes and _name_ok(file_option, a.filename)
-        ]
-        await bot.run_handler(interaction, row.handler, message.content, files)
+        with using((await bot.context_for(interaction)).locale):
+            files = [
+                await read_attachment(a, file_option.max_bytes)
+                for a in message.attachments
+                if a.size <= file_option.max_bytes and _name_ok(file_option, a.filename)
+            ]
+            await bot.run_handler(interaction, row.handler, message.content, files)
 
     return app_commands.ContextMenu(name=row.title, callback=callback)
 
@@ -161,6 +200,14 @@ def _name_ok(option: Option, name: str) -> bool:
 
 
 async def _run(bot: HipBot, row: Command, interaction: discord.Interaction, values: dict[str, Any]) -> None:
+    ctx = await bot.context_for(interaction)
+    with using(ctx.locale):  # this interaction's task: its errors and the threads it starts
+        await _run_in_locale(bot, row, interaction, values)
+
+
+async def _run_in_locale(
+    bot: HipBot, row: Command, interaction: discord.Interaction, values: dict[str, Any]
+) -> None:
     if row.quick:
         reply = safe(row.handler, await bot.context_for(interaction))
         reply.ephemeral = reply.ephemeral or row.ephemeral
@@ -205,7 +252,8 @@ async def _value(option: Option, value: Any) -> Any:
         return data.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
         raise HipbotError(
-            f"the {option.name} file is not UTF-8 text", hint=f"attach the {option.name} as a UTF-8 text file"
+            _("the {option} file is not UTF-8 text").format(option=option.name),
+            hint=_("attach the {option} as a UTF-8 text file").format(option=option.name),
         ) from None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from hipbot.bot.state import BotState, GuildConfig
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 DAY_S = 24 * 3600
 
@@ -51,8 +52,8 @@ def is_admin(actor: Actor, config: GuildConfig) -> bool:
 def require_admin(actor: Actor, config: GuildConfig, command: str) -> None:
     if not is_admin(actor, config):
         raise HipbotError(
-            f"{command} is for admins of this server",
-            hint="ask someone with Manage Server to run it, or to add your role with /config admin_roles",
+            _("{command} is for admins of this server").format(command=command),
+            hint=_("ask someone with Manage Server to run it, or to add your role with /config admin_roles"),
         )
 
 
@@ -62,14 +63,14 @@ def require_finetune(actor: Actor, config: GuildConfig) -> None:
         return
     if not config.finetune_roles:
         raise HipbotError(
-            "fine-tunes are not open to members of this server yet",
-            hint="an admin can allow a role with /config finetune_roles:<role>",
+            _("fine-tunes are not open to members of this server yet"),
+            hint=_("an admin can allow a role with /config finetune_roles:<role>"),
         )
     if not has_role(actor, config.finetune_roles):
         allowed = ", ".join(config.finetune_roles)
         raise HipbotError(
-            "you need one of these roles to start a fine-tune: " + allowed,
-            hint="ask an admin for the role, or to change the list with /config finetune_roles",
+            _("you need one of these roles to start a fine-tune: {roles}").format(roles=allowed),
+            hint=_("ask an admin for the role, or to change the list with /config finetune_roles"),
         )
 
 
@@ -80,8 +81,10 @@ def require_cancel(actor: Actor, config: GuildConfig, owner_id: int | None, job_
     if is_admin(actor, config):
         return
     raise HipbotError(
-        f"job {job_id} was started by someone else; you can cancel only your own jobs",
-        hint="ask an admin of this server to cancel it",
+        _("job {job_id} was started by someone else; you can cancel only your own jobs").format(
+            job_id=job_id
+        ),
+        hint=_("ask an admin of this server to cancel it"),
     )
 
 
@@ -93,8 +96,12 @@ def check_cooldown(
     wait = state.take_cooldown(actor.user_id, command, seconds, now=now)
     if wait > 0:
         raise HipbotError(
-            f"/{command} is cooling down for you: try again in {math.ceil(wait)} s",
-            hint=f"each user can run /{command} once every {seconds:g} s in this server",
+            _("/{command} is cooling down for you: try again in {wait} s").format(
+                command=command, wait=math.ceil(wait)
+            ),
+            hint=_("each user can run /{command} once every {seconds:g} s in this server").format(
+                command=command, seconds=seconds
+            ),
         )
 
 
@@ -117,30 +124,35 @@ def check_finetune_quota(
         mine_today = state.finetunes_since(since_ts=day_ago, user_id=actor.user_id, guild_id=actor.guild_id)
         if len(mine_today) >= config.max_daily_per_user:
             raise HipbotError(
-                f"you started {len(mine_today)} fine-tunes in the last 24 hours (limit {config.max_daily_per_user})",
-                hint="try again tomorrow, or ask an admin to raise max_daily_per_user with /config",
+                _("you started {n} fine-tunes in the last 24 hours (limit {limit})").format(
+                    n=len(mine_today), limit=config.max_daily_per_user
+                ),
+                hint=_("try again tomorrow, or ask an admin to raise max_daily_per_user with /config"),
             )
         mine_all = state.finetunes_since(since_ts=0, user_id=actor.user_id, guild_id=actor.guild_id)
         running = [j for j in mine_all if is_running(j)]
         if len(running) >= config.max_running_per_user:
             raise HipbotError(
-                f"you already have {len(running)} fine-tune(s) queued or running "
-                f"(limit {config.max_running_per_user}): {', '.join(running)}",
-                hint="wait for one to finish, or /cancel it",
+                _("you already have {n} fine-tune(s) queued or running (limit {limit}): {jobs}").format(
+                    n=len(running), limit=config.max_running_per_user, jobs=", ".join(running)
+                ),
+                hint=_("wait for one to finish, or /cancel it"),
             )
     if actor.guild_id:
         guild_today = state.finetunes_since(since_ts=day_ago, guild_id=actor.guild_id)
         if len(guild_today) >= config.max_daily_per_guild:
             raise HipbotError(
-                f"this server started {len(guild_today)} fine-tunes in the last 24 hours "
-                f"(limit {config.max_daily_per_guild})",
-                hint="try again tomorrow, or an admin can raise max_daily_per_guild with /config",
+                _("this server started {n} fine-tunes in the last 24 hours (limit {limit})").format(
+                    n=len(guild_today), limit=config.max_daily_per_guild
+                ),
+                hint=_("try again tomorrow, or an admin can raise max_daily_per_guild with /config"),
             )
         guild_all = state.finetunes_since(since_ts=0, guild_id=actor.guild_id)
         guild_running = [j for j in guild_all if is_running(j)]
         if len(guild_running) >= config.max_running_per_guild:
             raise HipbotError(
-                f"this server already has {len(guild_running)} fine-tunes queued or running "
-                f"(limit {config.max_running_per_guild})",
-                hint="wait for one to finish; an admin can raise max_running_per_guild with /config",
+                _("this server already has {n} fine-tunes queued or running (limit {limit})").format(
+                    n=len(guild_running), limit=config.max_running_per_guild
+                ),
+                hint=_("wait for one to finish; an admin can raise max_running_per_guild with /config"),
             )

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hipbot.i18n import _
+
 # Discord's documented limits (https://discord.com/developers/docs/resources/message).
 MESSAGE_LIMIT = 2000
 EMBED_TITLE_LIMIT = 256
@@ -120,7 +122,9 @@ class Reply:
                 lines.append(embed.footer)
             parts.append("\n".join(lines))
         for att in self.attachments:
-            parts.append(f"[attachment {att.name}, {_human_size(len(att.data))}]")
+            parts.append(
+                _("[attachment {name}, {size}]").format(name=att.name, size=_human_size(len(att.data)))
+            )
         if self.buttons:
             parts.append("  ".join(f"[{b.label}]" for b in self.buttons if not b.disabled))
         return "\n\n".join(p for p in parts if p)
@@ -249,7 +253,7 @@ def _fit_embed(embed: Embed) -> list[Embed]:
     while rest:
         out.append(
             Embed(
-                title=truncate(f"{embed.title} (continued)", EMBED_TITLE_LIMIT),
+                title=truncate(_("{title} (continued)").format(title=embed.title), EMBED_TITLE_LIMIT),
                 fields=rest[:EMBED_FIELDS_LIMIT],
                 color=embed.color,
             )
@@ -263,7 +267,10 @@ def _fit_embed(embed: Embed) -> list[Embed]:
             while e.size() > EMBED_TOTAL_LIMIT and e.fields:
                 overflow.insert(0, e.fields.pop())
             fitted.append(e)
-            e = Embed(title=truncate(f"{embed.title} (continued)", EMBED_TITLE_LIMIT), fields=overflow)
+            e = Embed(
+                title=truncate(_("{title} (continued)").format(title=embed.title), EMBED_TITLE_LIMIT),
+                fields=overflow,
+            )
         fitted.append(e)
     return fitted
 
@@ -280,8 +287,10 @@ def fit(reply: Reply, file_limit: int = DEFAULT_FILE_LIMIT) -> list[Reply]:
     for att in reply.attachments:
         if len(att.data) > file_limit:
             notes.append(
-                f"(`{att.name}` is {_human_size(len(att.data))}, over this server's upload limit of "
-                f"{_human_size(file_limit)}; run `hipbot` locally to get it)"
+                _(
+                    "(`{name}` is {size}, over this server's upload limit of {limit}; "
+                    "run `hipbot` locally to get it)"
+                ).format(name=att.name, size=_human_size(len(att.data)), limit=_human_size(file_limit))
             )
         else:
             attachments.append(att)

@@ -98,7 +98,13 @@ def _step_initial(db: sqlite_utils.Database) -> None:
     db["bot_cooldowns"].create({"user_id": int, "command": str, "last_ts": float}, pk=("user_id", "command"))
 
 
-STEPS = [_step_initial]
+def _step_language(db: sqlite_utils.Database) -> None:
+    """The server's language (``/config language``) and the one each job message is written in."""
+    db["bot_guild_config"].add_column("language", str)
+    db["bot_job_messages"].add_column("locale", str)
+
+
+STEPS = [_step_initial, _step_language]
 
 
 @dataclass
@@ -115,6 +121,7 @@ class GuildConfig:
     notice_channel_id: int | None = None
     ask_cooldown_s: float = 10.0
     hipify_cooldown_s: float = 10.0
+    language: str = ""  # replies to members whose Discord language the bot does not speak; "": English
 
     EDITABLE = (
         "finetune_roles",
@@ -126,6 +133,7 @@ class GuildConfig:
         "notice_channel_id",
         "ask_cooldown_s",
         "hipify_cooldown_s",
+        "language",
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -306,7 +314,14 @@ class BotState:
         return [row[0] for row in self.db.execute(sql, params).fetchall()]
 
     def link_job_message(
-        self, job_id: str, *, channel_id: int, message_id: int, user_id: int | None, guild_id: int | None
+        self,
+        job_id: str,
+        *,
+        channel_id: int,
+        message_id: int,
+        user_id: int | None,
+        guild_id: int | None,
+        locale: str = "en",
     ) -> None:
         now = utcnow()
         self.db["bot_job_messages"].upsert(
@@ -319,6 +334,7 @@ class BotState:
                 "last_state": None,
                 "last_render": None,
                 "final": 0,
+                "locale": locale,
                 "created_at": now,
                 "updated_at": now,
             },

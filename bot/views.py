@@ -17,6 +17,7 @@ import discord
 
 from hipbot.bot import handlers
 from hipbot.bot.replies import Button, Embed, Reply, fit
+from hipbot.i18n import using
 
 if TYPE_CHECKING:
     from hipbot.bot.discord_app import HipBot
@@ -59,7 +60,8 @@ class HipbotButton(discord.ui.DynamicItem[discord.ui.Button], template=r"hipbot:
         ctx = await bot.context_for(interaction)
         reply = await asyncio.to_thread(handlers.safe, handlers.press, ctx, custom_id)
         reply.ephemeral = True
-        await send_reply(interaction, reply)
+        with using(ctx.locale):  # the notes fit() adds
+            await send_reply(interaction, reply)
 
 
 def build_view(buttons: list[Button]) -> discord.ui.View | None:

@@ -10,6 +10,7 @@ import click
 
 from hipbot import __version__
 from hipbot.errors import HipbotError
+from hipbot.i18n import _, env_locale, set_locale
 
 # name -> ("module:attribute", one-line help shown by `hipbot --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -52,14 +53,16 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
             return None
-        target, _ = COMMANDS[cmd_name]
+        target, _help = COMMANDS[cmd_name]
         module_name, attr = target.split(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise click.ClickException(
-                f"'hipbot {cmd_name}' needs a package that is not installed ({exc.name}); "
-                "install the matching extra, e.g. pip install 'hipbot[bot]' or 'hipbot[worker]'"
+                _(
+                    "'hipbot {command}' needs a package that is not installed ({package}); "
+                    "install the matching extra, e.g. pip install 'hipbot[bot]' or 'hipbot[worker]'"
+                ).format(command=cmd_name, package=exc.name)
             ) from exc
         return getattr(module, attr)
 
@@ -79,15 +82,19 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user errors become one readable line and exit status 1 or 2, never a traceback."""
+    """Entry point: user errors become one readable line and exit status 1 or 2, never a traceback.
+    The process speaks the terminal's language (HIPBOT_LANG, LC_ALL, LANG)."""
+    set_locale(env_locale())
     try:
         # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
         result = cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
     except HipbotError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(_("error: {message}").format(message=exc.message), err=True)
+        if exc.hint:
+            click.echo("  " + _("hint: {hint}").format(hint=exc.hint), err=True)
         return exc.exit_code
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(_("aborted"), err=True)
         return 130
     except click.ClickException as exc:
         exc.show()

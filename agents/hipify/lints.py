@@ -23,6 +23,7 @@ from hipbot.agents.hipify.cpp_tokens import (
     scan,
 )
 from hipbot.agents.hipify.report import CHECK_EVERY, NO_DEADLINE, Deadline
+from hipbot.i18n import N_, _
 
 PORTING_GUIDE = "HIP/docs/how-to/hip_porting_guide.md"
 KERNEL_LANGUAGE = "HIP/docs/reference/kernel_language.rst"
@@ -45,95 +46,117 @@ RULES: dict[str, Rule] = {
         Rule(
             "AMD001",
             "warning",
-            "lane arithmetic assumes a 32-lane warp",
-            "AMD GPUs run 64-lane wavefronts (gfx9/CDNA); use warpSize (or __AMDGCN_WAVEFRONT_SIZE) "
-            "instead of 32/31/5 in lane and warp index math",
+            N_("lane arithmetic assumes a 32-lane warp"),
+            N_(
+                "AMD GPUs run 64-lane wavefronts (gfx9/CDNA); use warpSize (or __AMDGCN_WAVEFRONT_SIZE) "
+                "instead of 32/31/5 in lane and warp index math"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD002",
             "warning",
-            "warp size hard-coded as 32",
-            "do not assume a warp size of 32 or 64; query warpSize in device code or "
-            "hipDeviceProp_t::warpSize on the host",
+            N_("warp size hard-coded as 32"),
+            N_(
+                "do not assume a warp size of 32 or 64; query warpSize in device code or "
+                "hipDeviceProp_t::warpSize on the host"
+            ),
             PORTING_GUIDE,
         ),
         Rule(
             "AMD003",
             "warning",
-            "shared-memory array sized by a 32-lane warp",
-            "size per-warp shared arrays from the wavefront size (64 on CDNA) or the block size divided "
-            "by warpSize; a [32] array overflows with 64 lanes",
+            N_("shared-memory array sized by a 32-lane warp"),
+            N_(
+                "size per-warp shared arrays from the wavefront size (64 on CDNA) or the block size divided "
+                "by warpSize; a [32] array overflows with 64 lanes"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD004",
             "warning",
-            "32-bit lane mask",
-            "HIP's __ballot/__activemask return 64-bit masks and the *_sync functions take an "
-            "unsigned long long mask; use 0xffffffffffffffffULL (or __activemask()) and 64-bit variables",
+            N_("32-bit lane mask"),
+            N_(
+                "HIP's __ballot/__activemask return 64-bit masks and the *_sync functions take an "
+                "unsigned long long mask; use 0xffffffffffffffffULL (or __activemask()) and 64-bit variables"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD005",
             "error",
-            "inline PTX assembly",
-            "PTX does not exist on AMD; replace the asm block with a HIP intrinsic or portable code "
-            "(HIP accepts GCN/CDNA ISA in asm, not PTX)",
+            N_("inline PTX assembly"),
+            N_(
+                "PTX does not exist on AMD; replace the asm block with a HIP intrinsic or portable code "
+                "(HIP accepts GCN/CDNA ISA in asm, not PTX)"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD006",
             "error",
-            "NVIDIA-only intrinsic",
-            "no HIP equivalent; rewrite with portable code or guard it with #ifdef __HIP_PLATFORM_NVIDIA__",
+            N_("NVIDIA-only intrinsic"),
+            N_(
+                "no HIP equivalent; rewrite with portable code or guard it with #ifdef __HIP_PLATFORM_NVIDIA__"
+            ),
             HIPIFY_TABLES,
         ),
         Rule(
             "AMD007",
             "warning",
-            "texture/surface reference",
-            "texture and surface references are deprecated in HIP (removed in CUDA 12); use texture "
-            "objects (hipTextureObject_t) or plain __ldg loads",
+            N_("texture/surface reference"),
+            N_(
+                "texture and surface references are deprecated in HIP (removed in CUDA 12); use texture "
+                "objects (hipTextureObject_t) or plain __ldg loads"
+            ),
             PORTING_GUIDE,
         ),
         Rule(
             "AMD008",
             "warning",
-            "__CUDA_ARCH__ check",
-            "HIP-Clang does not define __CUDA_ARCH__ in device code; use __HIP_DEVICE_COMPILE__ for "
-            "host/device and the __HIP_ARCH_HAS_*__ feature macros for capabilities",
+            N_("__CUDA_ARCH__ check"),
+            N_(
+                "HIP-Clang does not define __CUDA_ARCH__ in device code; use __HIP_DEVICE_COMPILE__ for "
+                "host/device and the __HIP_ARCH_HAS_*__ feature macros for capabilities"
+            ),
             PORTING_GUIDE,
         ),
         Rule(
             "AMD009",
             "error",
-            "cooperative-groups feature HIP lacks",
-            "HIP's cooperative groups have no clusters, memcpy_async/wait, invoke_one or "
-            "block_tile_memory; use thread_block/tiled_partition and explicit loads",
+            N_("cooperative-groups feature HIP lacks"),
+            N_(
+                "HIP's cooperative groups have no clusters, memcpy_async/wait, invoke_one or "
+                "block_tile_memory; use thread_block/tiled_partition and explicit loads"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD010",
             "warning",
-            "warpSize used as a compile-time constant",
-            "warpSize is a device variable in HIP, not a constexpr; use a template parameter or "
-            "__AMDGCN_WAVEFRONT_SIZE for array bounds and template arguments",
+            N_("warpSize used as a compile-time constant"),
+            N_(
+                "warpSize is a device variable in HIP, not a constexpr; use a template parameter or "
+                "__AMDGCN_WAVEFRONT_SIZE for array bounds and template arguments"
+            ),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD011",
             "error",
-            "warp matrix (wmma) API",
-            "nvcuda::wmma has no HIP equivalent; use rocWMMA (rocwmma::) on AMD",
+            N_("warp matrix (wmma) API"),
+            N_("nvcuda::wmma has no HIP equivalent; use rocWMMA (rocwmma::) on AMD"),
             KERNEL_LANGUAGE,
         ),
         Rule(
             "AMD012",
             "info",
-            "__launch_bounds__ second argument means something else on AMD",
-            "in HIP the second argument is the minimum number of warps per execution unit, not blocks "
-            "per multiprocessor; recheck the value",
+            N_("__launch_bounds__ second argument means something else on AMD"),
+            N_(
+                "in HIP the second argument is the minimum number of warps per execution unit, not blocks "
+                "per multiprocessor; recheck the value"
+            ),
             KERNEL_LANGUAGE,
         ),
     )
@@ -250,9 +273,19 @@ class Lint:
     doc: str
     stage: str = "cuda"  # "cuda": found in the input; "hip": in the translation
     filename: str = "<stdin>"
+    template: str = ""  # the message before its code and API names were filled in (to translate it)
+    args: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        del data["template"], data["args"]
+        return data
+
+    def localized(self) -> tuple[str, str]:
+        """The message and hint in the current language (``hipbot.i18n``); the rule id, the code and
+        the API names in them are never translated. ``message``/``hint`` stay English (JSON, logs)."""
+        message = _(self.template).format(**dict(self.args)) if self.template else self.message
+        return message, _(self.hint)
 
     def format(self) -> str:
         return f"{self.filename}:{self.line}:{self.col}: {self.severity}: [{self.id}] {self.message} ({self.stage})\n  hint: {self.hint}\n  see: {self.doc}"
@@ -286,14 +319,29 @@ class _Linter:
         self.seen: set[tuple[str, int]] = set()
         self.mask_vars: set[str] = set()  # variables set to a full 32-bit lane mask
 
-    def add(self, rule_id: str, tok: Token, message: str) -> None:
+    def add(self, rule_id: str, tok: Token, template: str, **args: str) -> None:
+        """A finding at ``tok``: ``template`` (marked with ``N_``) filled with ``args`` (code and API
+        names, never translated)."""
         line, col = self.lines.position(tok.start)
         if (rule_id, line) in self.seen:
             return
         self.seen.add((rule_id, line))
         rule = RULES[rule_id]
+        message = template.format(**args)
         self.found.append(
-            Lint(rule_id, rule.severity, line, col, message, rule.hint, rule.doc, self.stage, self.filename)
+            Lint(
+                rule_id,
+                rule.severity,
+                line,
+                col,
+                message,
+                rule.hint,
+                rule.doc,
+                self.stage,
+                self.filename,
+                template=template,
+                args=tuple(args.items()),
+            )
         )
 
     def line_start(self, offset: int) -> int:
@@ -317,7 +365,9 @@ class _Linter:
                     win = TokenWindow(src, cand.end)
                     macro, value = win.get(0), win.get(1)
                     if macro and value and "warp" in macro.text.lower() and _int_value(value.text) == 32:
-                        self.add("AMD002", macro, f"macro {macro.text} defines the warp size as 32")
+                        self.add(
+                            "AMD002", macro, N_("macro {name} defines the warp size as 32"), name=macro.text
+                        )
                 continue
             if kind == NUMBER:
                 if text.lower() in _FULL_32:
@@ -345,21 +395,26 @@ class _Linter:
         if text == "__CUDA_ARCH__":
             directive = _DIRECTIVE_BEFORE.match(self.source, line_start, t.start) is not None
             where = "preprocessor condition" if directive else "code"
-            self.add("AMD008", t, f"__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang")
+            self.add(
+                "AMD008",
+                t,
+                N_("__CUDA_ARCH__ tested in {where}; it is undefined under HIP-Clang"),
+                where=where,
+            )
         elif text in ("asm", "__asm__", "__asm"):
             self._asm(win, i, t)
         elif text in _MASK_FUNCS and nxt == "(":
             self._mask_arg(win, i, t)
             if text in _NVIDIA_ONLY:
-                self.add("AMD006", t, f"{text} is NVIDIA-only")
+                self.add("AMD006", t, N_("{api} is NVIDIA-only"), api=text)
         elif text in _NVIDIA_ONLY or text.startswith("__nvvm_"):
-            self.add("AMD006", t, f"{text} is NVIDIA-only")
+            self.add("AMD006", t, N_("{api} is NVIDIA-only"), api=text)
         elif text in _TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
-            self.add("AMD007", t, f"{text}: texture/surface reference API")
+            self.add("AMD007", t, N_("{api}: texture/surface reference API"), api=text)
         elif text in _CG_MISSING and (prev == "::" or nxt in ("(", "<")):
-            self.add("AMD009", t, f"cooperative groups '{text}' is not available in HIP")
+            self.add("AMD009", t, N_("cooperative groups '{api}' is not available in HIP"), api=text)
         elif text == "wmma" and (prev == "::" or nxt == "::"):
-            self.add("AMD011", t, "warp matrix functions (wmma) are not available in HIP")
+            self.add("AMD011", t, N_("warp matrix functions (wmma) are not available in HIP"))
         elif text == "warpSize":
             self._warp_size(win, i, t, prev, nxt)
         elif text == "__shared__":
@@ -372,7 +427,7 @@ class _Linter:
                 if depth == 0:
                     break
                 if depth == 1 and tok.text == ",":
-                    self.add("AMD012", t, "__launch_bounds__ with a second argument")
+                    self.add("AMD012", t, N_("__launch_bounds__ with a second argument"))
                     break
                 k += 1
         if text in _MASK_RESULT_FUNCS and nxt == "(":
@@ -393,7 +448,7 @@ class _Linter:
         if value == 32 and prev == "=" and nxt in (";", ",") and name is not None and name.kind == IDENT:
             lower = name.text.lower()
             if "warp" in lower and any(w in lower for w in ("size", "width", "lanes", "sz")):
-                self.add("AMD002", name, f"{name.text} sets the warp size to 32")
+                self.add("AMD002", name, N_("{name} sets the warp size to 32"), name=name.text)
                 return
         lane_op = (
             (
@@ -408,10 +463,15 @@ class _Linter:
             return
         line = self.line_text(t)
         if value == 16:
-            self.add("AMD001", t, "shuffle reduction starting at offset 16 covers only 32 lanes")
+            self.add("AMD001", t, N_("shuffle reduction starting at offset 16 covers only 32 lanes"))
         elif any(w in line for w in _LANE_WORDS):
             op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
-            self.add("AMD001", t, f"'{op} {t.text}' in lane/warp arithmetic assumes 32 lanes")
+            self.add(
+                "AMD001",
+                t,
+                N_("'{expression}' in lane/warp arithmetic assumes 32 lanes"),
+                expression=f"{op} {t.text}",
+            )
 
     def _asm(self, win: TokenSeq, i: int, t: Token) -> None:
         k = i + 1
@@ -423,16 +483,28 @@ class _Linter:
                          "%clock", "%smid", "%warpid", "prmt", "lop3", ".reg", "mma.", "cp.async", "red.",
                          "atom.", "bfe.", "bfi.", "brev.", "fma.rn", "add.", "mul.", "trap", "exit;")  # fmt: skip
             if body.startswith('"') and any(w in body for w in ptx_words):
-                self.add("AMD005", t, f"inline PTX: {body[:40]}")
+                self.add("AMD005", t, N_("inline PTX: {code}"), code=body[:40])
                 return
-            self.add("AMD005", t, "inline assembly (PTX on CUDA) must be rewritten for AMD")
+            self.add("AMD005", t, N_("inline assembly (PTX on CUDA) must be rewritten for AMD"))
 
     def _mask_arg(self, win: TokenSeq, i: int, t: Token) -> None:
         arg = win.get(i + 2)
         if arg is not None and arg.text.lower() in _FULL_32:
-            self.add("AMD004", arg, f"{t.text} given the 32-bit mask {arg.text}; wave64 needs 64 bits")
+            self.add(
+                "AMD004",
+                arg,
+                N_("{api} given the 32-bit mask {mask}; wave64 needs 64 bits"),
+                api=t.text,
+                mask=arg.text,
+            )
         elif arg is not None and arg.text in self.mask_vars and _text(win, i + 3) == ",":
-            self.add("AMD004", arg, f"{t.text} given {arg.text}, set to a 32-bit mask; wave64 needs 64 bits")
+            self.add(
+                "AMD004",
+                arg,
+                N_("{api} given {mask}, set to a 32-bit mask; wave64 needs 64 bits"),
+                api=t.text,
+                mask=arg.text,
+            )
 
     def _mask_result(self, win: TokenSeq, i: int, t: Token) -> None:
         # `unsigned m = __ballot_sync(...)` / `int m = __activemask()`: the 64-bit mask is truncated
@@ -440,13 +512,15 @@ class _Linter:
         if i >= 3 and _text(win, i - 1) == "=" and name is not None and name.kind == IDENT:
             decl_type = _text(win, i - 3)
             if decl_type in _MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
-                self.add("AMD004", t, f"{t.text} result stored in a 32-bit '{decl_type}'")
+                self.add(
+                    "AMD004", t, N_("{api} result stored in a 32-bit '{type}'"), api=t.text, type=decl_type
+                )
 
     def _warp_size(self, win: TokenSeq, i: int, t: Token, prev: str, nxt: str) -> None:
         if prev == "[" or (prev in ("<", ",") and nxt in (">", ",")):
-            self.add("AMD010", t, "warpSize used as an array bound or template argument")
+            self.add("AMD010", t, N_("warpSize used as an array bound or template argument"))
         elif prev == "=" and i >= 3 and _text(win, i - 3) == "constexpr":
-            self.add("AMD010", t, "warpSize assigned to a constexpr")
+            self.add("AMD010", t, N_("warpSize assigned to a constexpr"))
         elif (
             nxt in ("==", "!=")
             and _int_value(_text(win, i + 2)) == 32
@@ -454,7 +528,7 @@ class _Linter:
             and i >= 2
             and _int_value(_text(win, i - 2)) == 32
         ):
-            self.add("AMD002", t, "warpSize compared with 32")
+            self.add("AMD002", t, N_("warpSize compared with 32"))
 
     def _shared(self, win: TokenSeq, i: int) -> None:
         for k in range(i + 1, i + 24):
@@ -463,7 +537,7 @@ class _Linter:
                 return
             if text == "[" and _int_value(_text(win, k + 1)) in (32, 33):
                 tok = win.get(k + 1)
-                self.add("AMD003", tok, f"__shared__ array dimension {tok.text}")
+                self.add("AMD003", tok, N_("__shared__ array dimension {size}"), size=tok.text)
                 return
 
 

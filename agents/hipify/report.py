@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 if TYPE_CHECKING:
     from hipbot.agents.hipify.lints import Lint
@@ -35,8 +36,8 @@ class Deadline:
     def check(self) -> None:
         if self.at is not None and time.monotonic() > self.at:
             raise TranslationTimeout(
-                f"the translation took longer than its {self.seconds:g} s limit",
-                hint="send a smaller file, or run `hipbot hipify` on your own machine",
+                _("the translation took longer than its {seconds:g} s limit").format(seconds=self.seconds),
+                hint=_("send a smaller file, or run `hipbot hipify` on your own machine"),
             )
 
 

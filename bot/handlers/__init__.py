@@ -28,6 +28,7 @@ from hipbot.bot.handlers.jobs import (
     job_choices,
     job_status,
     jobs,
+    state_name,
 )
 from hipbot.bot.handlers.messages import mention, press
 from hipbot.bot.handlers.serve import chat, model_choices, model_names, models, publish
@@ -62,6 +63,7 @@ __all__ = [
     "press",
     "publish",
     "safe",
+    "state_name",
     "vote",
     "warm_up",
     "workers",

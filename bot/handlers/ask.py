@@ -10,6 +10,7 @@ from hipbot.bot.handlers.common import COLOR_INFO, Context
 from hipbot.bot.replies import Button, Embed, Field, Link, Reply, truncate
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 SOURCES_SHOWN = 3
 
@@ -28,7 +29,7 @@ def _question_with_context(ctx: Context, question: str) -> str:
 def _source_link(source: dict[str, Any]) -> Link:
     section = source.get("section") or ""
     name = PurePath(source.get("path") or "").name
-    label = f"{section} — {name}" if section and name else section or name or "source"
+    label = f"{section} — {name}" if section and name else section or name or _("source")
     return Link(truncate(label, 200), source.get("url") or "")
 
 
@@ -61,21 +62,23 @@ def answer_reply(answer_id: int, question: str, result: dict[str, Any]) -> Reply
     fields = []
     if apis:
         names = [a if isinstance(a, str) else a.get("cuda") or a.get("name") or str(a) for a in apis]
-        fields.append(Field("APIs", truncate(", ".join(f"`{n}`" for n in names), 1024)))
+        fields.append(Field(_("APIs"), truncate(", ".join(f"`{n}`" for n in names), 1024)))
     embed = Embed(
         title=truncate(question, 256),
-        description=result.get("answer") or "(no answer)",
+        description=result.get("answer") or _("(no answer)"),
         fields=fields,
         links=[_source_link(s) for s in sources[:SOURCES_SHOWN]],
-        footer=f"answer #{answer_id} · {result.get('mode', '')} · vote to help improve the answers",
+        footer=_("answer #{id} · {mode} · vote to help improve the answers").format(
+            id=answer_id, mode=result.get("mode", "")
+        ),
         color=COLOR_INFO,
     )
     buttons = []
     if result.get("more") or len(sources) > SOURCES_SHOWN:
-        buttons.append(Button(f"hipbot:sources:{answer_id}", "More"))
+        buttons.append(Button(f"hipbot:sources:{answer_id}", _("More")))
     buttons += [
-        Button(f"hipbot:vote:up:{answer_id}", "Helpful", emoji="👍"),
-        Button(f"hipbot:vote:down:{answer_id}", "Not helpful", emoji="👎"),
+        Button(f"hipbot:vote:up:{answer_id}", _("Helpful"), emoji="👍"),
+        Button(f"hipbot:vote:down:{answer_id}", _("Not helpful"), emoji="👎"),
     ]
     return Reply(embeds=[embed], buttons=buttons)
 
@@ -84,11 +87,12 @@ def more_sources(ctx: Context, answer_id: int) -> Reply:
     row = ctx.state.answer(answer_id)
     if row is None:
         raise HipbotError(
-            f"answer #{answer_id} is not in the database any more", hint="ask the question again"
+            _("answer #{id} is not in the database any more").format(id=answer_id),
+            hint=_("ask the question again"),
         )
     sources = row["answer"].get("sources") or []
     embed = Embed(
-        title=truncate(f"More on: {row['question']}", 256),
+        title=truncate(_("More on: {question}").format(question=row["question"]), 256),
         description=truncate(row["answer"].get("more") or "", 4000),
         links=[_source_link(s) for s in sources],
         color=COLOR_INFO,
@@ -98,11 +102,13 @@ def more_sources(ctx: Context, answer_id: int) -> Reply:
 
 def vote(ctx: Context, answer_id: int, value: int) -> Reply:
     if ctx.state.answer(answer_id) is None:
-        raise HipbotError(f"answer #{answer_id} is not in the database any more")
+        raise HipbotError(_("answer #{id} is not in the database any more").format(id=answer_id))
     tally = ctx.state.vote(answer_id, ctx.actor.user_id, value)
     mark = "👍" if value > 0 else "👎"
     return Reply(
-        text=f"Thanks, your {mark} is recorded for answer #{answer_id} (👍 {tally['up']} · 👎 {tally['down']}).",
+        text=_("Thanks, your {mark} is recorded for answer #{id} (👍 {up} · 👎 {down}).").format(
+            mark=mark, id=answer_id, up=tally["up"], down=tally["down"]
+        ),
         ephemeral=True,
     )
 

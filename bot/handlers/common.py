@@ -12,6 +12,7 @@ from hipbot.bot.replies import DEFAULT_FILE_LIMIT, Reply, error_reply
 from hipbot.bot.state import BotState, GuildConfig
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import ENGLISH, _, using
 
 COLOR_OK = 0x2ECC71
 COLOR_INFO = 0xED1C24  # AMD red
@@ -29,6 +30,7 @@ class Context:
     channel_id: int | None = None
     thread_id: int | None = None
     file_limit: int = DEFAULT_FILE_LIMIT
+    locale: str = ENGLISH  # the language of the replies (``hipbot.i18n``)
     _config: GuildConfig | None = field(default=None, repr=False)
 
     @property
@@ -57,11 +59,14 @@ class Context:
 
 
 def safe(fn: Callable[..., Reply], *args: Any, **kwargs: Any) -> Reply:
-    """Run a handler and turn a user error into an ephemeral reply that says what to do."""
-    try:
-        return fn(*args, **kwargs)
-    except HipbotError as exc:
-        return error_reply(exc.message, exc.hint)
+    """Run a handler in its context's language and turn a user error into an ephemeral reply that
+    says what to do."""
+    locale = args[0].locale if args and isinstance(args[0], Context) else None
+    with using(locale):
+        try:
+            return fn(*args, **kwargs)
+        except HipbotError as exc:
+            return error_reply(exc.message, exc.hint)
 
 
 def owner_tag(actor: Actor) -> str:
@@ -86,11 +91,16 @@ def is_owner(actor: Actor, owner: str | None) -> bool:
 def require_owner_or_admin(ctx: Context, owner: str | None, what: str) -> None:
     if is_owner(ctx.actor, owner) or permissions.is_admin(ctx.actor, ctx.config):
         return
-    raise HipbotError(f"{what} belongs to someone else", hint="its owner or an admin can publish it")
+    raise HipbotError(
+        _("{what} belongs to someone else").format(what=what), hint=_("its owner or an admin can publish it")
+    )
 
 
 def parse_job_id(value: str | int) -> int:
     text = str(value).strip().lstrip("#")
     if not text.isdigit():
-        raise HipbotError(f"{value!r} is not a job id", hint="job ids are numbers, e.g. /job 12 (see /jobs)")
+        raise HipbotError(
+            _("{value!r} is not a job id").format(value=value),
+            hint=_("job ids are numbers, e.g. /job 12 (see /jobs)"),
+        )
     return int(text)

@@ -19,6 +19,7 @@ from hipbot.bot.handlers.common import (
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, truncate
 from hipbot.config import Settings
 from hipbot.errors import HipbotError, JobNotFound
+from hipbot.i18n import N_, _, using
 from hipbot.jobs.finetune.backends import jobs_backend
 from hipbot.jobs.finetune.models import JobInfo
 from hipbot.jobs.finetune.queue import FINAL
@@ -30,6 +31,15 @@ STATE_ICONS = {
     "succeeded": "✅",
     "failed": "❌",
     "cancelled": "🚫",
+}
+# Job states as people read them; the queue, the JSON and the button ids keep the English word.
+STATE_NAMES = {
+    "queued": N_("queued"),
+    "assigned": N_("assigned"),
+    "running": N_("running"),
+    "succeeded": N_("succeeded"),
+    "failed": N_("failed"),
+    "cancelled": N_("cancelled"),
 }
 STATE_COLORS = {"succeeded": COLOR_OK, "failed": COLOR_FAIL, "cancelled": 0x95A5A6}
 
@@ -46,10 +56,14 @@ def _duration(seconds: float | None) -> str:
         return "?"
     seconds = int(seconds)
     if seconds < 60:
-        return f"{seconds} s"
+        return _("{s} s").format(s=seconds)
     if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+        return _("{m} min {s:02d} s").format(m=seconds // 60, s=seconds % 60)
+    return _("{h} h {m:02d} min").format(h=seconds // 3600, m=seconds % 3600 // 60)
+
+
+def state_name(state: str) -> str:
+    return _(STATE_NAMES[state]) if state in STATE_NAMES else state
 
 
 def job_embed(job: JobInfo) -> Embed:
@@ -57,48 +71,65 @@ def job_embed(job: JobInfo) -> Embed:
     state = job.state
     step, total = job.progress_step, job.progress_total
     progress = job.progress
-    lines = [f"{STATE_ICONS.get(state, '•')} **{state}**"]
+    lines = [f"{STATE_ICONS.get(state, '•')} **{state_name(state)}**"]
     if job.cancel_requested and state not in FINAL:
-        lines[0] += " (cancel requested)"
+        lines[0] += " " + _("(cancel requested)")
     if step is not None and total:
-        lines.append(f"`{progress_bar(step, total)}` {100 * step // max(total, 1)} % · step {step}/{total}")
-    fields = [Field("Base model", f"`{job.base_model}`", inline=True)]
+        percent = 100 * step // max(total, 1)
+        lines.append(
+            f"`{progress_bar(step, total)}` "
+            + _("{percent} % · step {step}/{total}").format(percent=percent, step=step, total=total)
+        )
+    fields = [Field(_("Base model"), f"`{job.base_model}`", inline=True)]
     spec = job.spec
     if spec.get("lora_rank"):
         targets = ",".join(spec.get("lora_target") or []) or "all"
-        fields.append(Field("LoRA", f"rank {spec['lora_rank']}, {targets}", inline=True))
+        fields.append(
+            Field(
+                "LoRA",
+                _("rank {rank}, {targets}").format(rank=spec["lora_rank"], targets=targets),
+                inline=True,
+            )
+        )
     if job.progress_loss is not None:
-        fields.append(Field("Loss", f"{job.progress_loss:.4f}", inline=True))
+        fields.append(Field(_("Loss"), f"{job.progress_loss:.4f}", inline=True))
     if state in ("assigned", "running") and progress.get("eta_seconds") is not None:
-        fields.append(Field("ETA", _duration(progress["eta_seconds"]), inline=True))
+        fields.append(Field(_("ETA"), _duration(progress["eta_seconds"]), inline=True))
     if progress.get("tokens_per_second"):
-        fields.append(Field("Speed", f"{progress['tokens_per_second']:.0f} tokens/s", inline=True))
+        speed = _("{n:.0f} tokens/s").format(n=progress["tokens_per_second"])
+        fields.append(Field(_("Speed"), speed, inline=True))
     if job.worker_id:
-        fields.append(Field("Worker", f"`{job.worker_id}`", inline=True))
+        fields.append(Field(_("Worker"), f"`{job.worker_id}`", inline=True))
     if job.memory_gib:
-        fields.append(Field("Memory estimate", f"~{job.memory_gib:.1f} GiB per GPU", inline=True))
+        memory = _("~{n:.1f} GiB per GPU").format(n=job.memory_gib)
+        fields.append(Field(_("Memory estimate"), memory, inline=True))
     if job.attempts > 1:
-        fields.append(Field("Attempts", f"{job.attempts}/{job.max_attempts}", inline=True))
+        fields.append(Field(_("Attempts"), f"{job.attempts}/{job.max_attempts}", inline=True))
     metrics = job.metrics
     if state == "succeeded" and metrics:
         summary = []
         if metrics.get("first_loss") is not None and metrics.get("final_loss") is not None:
-            summary.append(f"loss {metrics['first_loss']:.4f} → {metrics['final_loss']:.4f}")
+            summary.append(
+                _("loss {first:.4f} → {final:.4f}").format(
+                    first=metrics["first_loss"], final=metrics["final_loss"]
+                )
+            )
         if metrics.get("global_step"):
-            summary.append(f"{metrics['global_step']} steps")
+            summary.append(_("{n} steps").format(n=metrics["global_step"]))
         if metrics.get("train_runtime"):
-            summary.append(f"in {_duration(metrics['train_runtime'])}")
+            summary.append(_("in {duration}").format(duration=_duration(metrics["train_runtime"])))
         if summary:
-            fields.append(Field("Result", ", ".join(summary)))
+            fields.append(Field(_("Result"), ", ".join(summary)))
     if state == "failed" and job.error:
-        fields.append(Field("Error", f"```\n{truncate(job.error, 990)}\n```"))
+        fields.append(Field(_("Error"), f"```\n{truncate(job.error, 990)}\n```"))
     owner_id = owner_user_id(job.owner)
-    footer = f"owner {f'<@{owner_id}>' if owner_id else job.owner or '-'} · created {job.created_at}"
+    created = _("created {at}").format(at=job.created_at)
+    footer = _("owner {owner}").format(owner=job.owner or "-") + f" · {created}"
     return Embed(
-        title=truncate(f"Fine-tune #{job.id} {job.name}", 256),
+        title=truncate(_("Fine-tune #{id} {name}").format(id=job.id, name=job.name), 256),
         description="\n".join(lines),
         fields=fields,
-        footer=footer if owner_id is None else f"created {job.created_at}",
+        footer=footer if owner_id is None else created,
         color=STATE_COLORS.get(state, COLOR_INFO),
     )
 
@@ -113,7 +144,7 @@ def _loss_curve(job: JobInfo) -> Attachment | None:
         path = Path(candidate)
         path = path / "loss.png" if path.is_dir() else path
         if path.is_file() and path.suffix == ".png":
-            return Attachment(f"loss-job{job.id}.png", path.read_bytes(), "loss curve")
+            return Attachment(f"loss-job{job.id}.png", path.read_bytes(), _("loss curve"))
     return None
 
 
@@ -125,7 +156,7 @@ def job_reply(job: JobInfo, *, with_files: bool = True) -> Reply:
         if curve is not None:
             reply.attachments.append(curve)
             embed.image = curve.name
-        reply.buttons.append(Button(f"hipbot:publish:{job.id}", "Publish", style="success", emoji="🚀"))
+        reply.buttons.append(Button(f"hipbot:publish:{job.id}", _("Publish"), style="success", emoji="🚀"))
     return reply
 
 
@@ -136,8 +167,14 @@ class JobUpdate:
     reply: Reply
 
 
-def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
-    """What a job's status message should show now; None when the job no longer exists."""
+def job_status(settings: Settings, job_id: str | int, locale: str | None = None) -> JobUpdate | None:
+    """What a job's status message should show now, in ``locale`` (the language of the one who
+    started it); None when the job no longer exists."""
+    with using(locale):
+        return _job_status(settings, job_id)
+
+
+def _job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
     number = parse_job_id(job_id)
     try:
         job = jobs_backend(settings).get(number)
@@ -150,24 +187,29 @@ def job_status(settings: Settings, job_id: str | int) -> JobUpdate | None:
 def jobs(ctx: Context, scope: str = "mine") -> Reply:
     scope = (scope or "mine").strip().lower()
     if scope not in ("mine", "all"):
-        raise HipbotError(f"unknown scope {scope!r}", hint="use mine or all")
+        raise HipbotError(_("unknown scope {scope!r}").format(scope=scope), hint=_("use mine or all"))
     owner = owner_tag(ctx.actor) if scope == "mine" else None
     guild = str(ctx.actor.guild_id) if ctx.actor.guild_id and scope == "all" else None
     rows = jobs_backend(ctx.settings).list(owner=owner, guild=guild, limit=25)
     if not rows:
-        hint = "start one with /finetune" if scope == "mine" else ""
-        return Reply(
-            text=f"No fine-tune jobs{' of yours' if scope == 'mine' else ''} yet. {hint}".strip(),
-            ephemeral=True,
-        )
+        text = _("No fine-tune jobs of yours yet. start one with /finetune") if scope == "mine" else ""
+        return Reply(text=text or _("No fine-tune jobs yet."), ephemeral=True)
     lines = []
     for j in rows:
-        step = f" · step {j.progress_step}/{j.progress_total}" if j.progress_total else ""
-        loss = f" · loss {j.progress_loss:.3f}" if j.progress_loss is not None else ""
+        step = (
+            " · " + _("step {step}/{total}").format(step=j.progress_step, total=j.progress_total)
+            if j.progress_total
+            else ""
+        )
+        loss = (
+            " · " + _("loss {loss:.3f}").format(loss=j.progress_loss) if j.progress_loss is not None else ""
+        )
         owner_id = owner_user_id(j.owner)
         who = f" · <@{owner_id}>" if owner_id and scope == "all" else ""
-        lines.append(f"{STATE_ICONS.get(j.state, '•')} `#{j.id}` {j.name} **{j.state}**{step}{loss}{who}")
-    title = "Your fine-tune jobs" if scope == "mine" else "Fine-tune jobs"
+        lines.append(
+            f"{STATE_ICONS.get(j.state, '•')} `#{j.id}` {j.name} **{state_name(j.state)}**{step}{loss}{who}"
+        )
+    title = _("Your fine-tune jobs") if scope == "mine" else _("Fine-tune jobs")
     return Reply(embeds=[Embed(title=title, description="\n".join(lines), color=COLOR_INFO)], ephemeral=True)
 
 
@@ -180,7 +222,9 @@ def cancel(ctx: Context, job_id: str | int) -> Reply:
     backend = jobs_backend(ctx.settings)
     current = backend.get(number)
     if current.state in FINAL:
-        raise HipbotError(f"job #{number} is already {current.state}")
+        raise HipbotError(
+            _("job #{id} is already {state}").format(id=number, state=state_name(current.state))
+        )
     mine = is_owner(ctx.actor, current.owner)
     owner_id = owner_user_id(current.owner)
     permissions.require_cancel(
@@ -189,12 +233,12 @@ def cancel(ctx: Context, job_id: str | int) -> Reply:
     updated = backend.cancel(number)
     ctx.audit("finetune.cancel", target=str(number), owner=current.owner, state=updated.state)
     note = (
-        "cancelled"
+        _("Job #{id}: cancelled.")
         if updated.state == "cancelled"
-        else "cancel requested: the worker stops within one heartbeat"
+        else _("Job #{id}: cancel requested: the worker stops within one heartbeat.")
     )
     reply = job_reply(updated)
-    reply.text = f"Job #{number}: {note}."
+    reply.text = note.format(id=number)
     return reply
 
 
@@ -218,13 +262,17 @@ def build_job_yaml(
         try:
             loaded = yaml.safe_load(yaml_text)
         except yaml.YAMLError as exc:
-            raise HipbotError(f"the config is not valid YAML: {exc}".replace("\n", " ")) from exc
+            raise HipbotError(
+                _("the config is not valid YAML: {error}").format(error=exc).replace("\n", " ")
+            ) from exc
         if not isinstance(loaded, dict):
-            raise HipbotError("the config must be a mapping of keys to values (a LLaMA-Factory train YAML)")
+            raise HipbotError(
+                _("the config must be a mapping of keys to values (a LLaMA-Factory train YAML)")
+            )
         raw.update(loaded)
     elif not model:
         raise HipbotError(
-            "give a config file or at least a model and a dataset",
+            _("give a config file or at least a model and a dataset"),
             hint="/finetune model:HuggingFaceTB/SmolLM2-135M-Instruct dataset:<attach data.jsonl>",
         )
     overrides = {
@@ -303,7 +351,7 @@ def finetune(
         dataset=dataset[0] if dataset else job_data.spec.get("dataset"),
     )
     reply = job_reply(job_data)
-    reply.text = f"Queued fine-tune **#{job_data.id}**; this message follows the job."
+    reply.text = _("Queued fine-tune **#{id}**; this message follows the job.").format(id=job_data.id)
     if submitted.warning:
         reply.text += f"\n⚠️ {submitted.warning}"
     return reply
@@ -322,7 +370,7 @@ def job_choices(ctx: Context, current: str = "") -> list[tuple[str, str]]:
         return []
     out = []
     for j in rows:
-        label = truncate(f"#{j.id} {j.name} ({j.state})", 100)
+        label = truncate(f"#{j.id} {j.name} ({state_name(j.state)})", 100)
         if current.lower().lstrip("#") in label.lower():
             out.append((label, str(j.id)))
     return out

@@ -10,6 +10,7 @@ from hipbot.bot.handlers.hipify import CODE_EXTENSIONS, convert_message, extract
 from hipbot.bot.handlers.serve import publish
 from hipbot.bot.replies import Reply
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 _MENTION_RE = re.compile(r"<@[!&]?\d+>")
 
@@ -41,4 +42,4 @@ def press(ctx: Context, custom_id: str) -> Reply:
             return port_snippet(ctx, parts[2], parts[3])
     except (IndexError, ValueError):
         pass
-    raise HipbotError(f"this button ({custom_id}) is not one the bot knows")
+    raise HipbotError(_("this button ({id}) is not one the bot knows").format(id=custom_id))

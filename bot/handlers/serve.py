@@ -16,6 +16,7 @@ from hipbot.bot.handlers.common import (
 from hipbot.bot.replies import Embed, Field, Reply
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 from hipbot.jobs.finetune.backends import finished_adapter, jobs_backend
 from hipbot.jobs.finetune.models import JobInfo
 
@@ -40,32 +41,31 @@ def models(ctx: Context) -> Reply:
     servers = registry.servers()
     fields = []
     for a in adapters[:20]:
-        where = ", ".join(a.servers) if a.servers else "not published"
-        fields.append(
-            Field(
-                a.name,
-                f"base `{a.base_model}` · rank {a.rank} · {', '.join(a.target_modules)}"
-                f" · template {a.template_label}\n"
-                f"{where}" + (f" · job #{a.job_id}" if a.job_id else ""),
-            )
+        where = ", ".join(a.servers) if a.servers else _("not published")
+        about = _("base `{base}` · rank {rank} · {targets} · template {template}").format(
+            base=a.base_model, rank=a.rank, targets=", ".join(a.target_modules), template=a.template_label
         )
+        job = " · " + _("job #{id}").format(id=a.job_id) if a.job_id else ""
+        fields.append(Field(a.name, f"{about}\n{where}{job}"))
     for s in servers:
         fields.append(
             Field(
-                f"base: {s.served_model}", f"server `{s.name}` (max LoRA rank {s.max_lora_rank})", inline=True
+                _("base: {model}").format(model=s.served_model),
+                _("server `{name}` (max LoRA rank {rank})").format(name=s.name, rank=s.max_lora_rank),
+                inline=True,
             )
         )
     if not fields:
         return Reply(
-            text="No adapters or vLLM servers are registered yet.",
+            text=_("No adapters or vLLM servers are registered yet."),
             embeds=[
                 Embed(
-                    title="Serving",
-                    description="An admin adds a server with `hipbot serve servers add NAME URL`.",
+                    title=_("Serving"),
+                    description=_("An admin adds a server with `hipbot serve servers add NAME URL`."),
                 )
             ],
         )
-    return Reply(embeds=[Embed(title="Models", fields=fields, color=COLOR_INFO)])
+    return Reply(embeds=[Embed(title=_("Models"), fields=fields, color=COLOR_INFO)])
 
 
 def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> Iterator[str]:
@@ -73,14 +73,15 @@ def chat(ctx: Context, adapter: str, prompt: str, *, max_tokens: int = 512) -> I
     from hipbot.jobs.serve import chat as chat_lib
 
     if not prompt or not prompt.strip():
-        raise HipbotError("the prompt is empty")
+        raise HipbotError(_("the prompt is empty"))
     registry = _registry(ctx.settings)
     name = adapter.strip()
     if registry.find(name) is None:
         bases = {s.served_model for s in registry.servers()}
         if name not in bases and name not in ("base", ""):
             raise HipbotError(
-                f"no adapter or base model named {name!r}", hint="/models lists what you can chat with"
+                _("no adapter or base model named {name!r}").format(name=name),
+                hint=_("/models lists what you can chat with"),
             )
         target = None
     else:
@@ -106,7 +107,7 @@ def publish(ctx: Context, adapter: str) -> Reply:
         found = registry.by_job(target.lstrip("#"))
         if found is None:
             job_data = jobs_backend(ctx.settings).get(parse_job_id(target))
-            require_owner_or_admin(ctx, job_data.owner, f"job #{job_data.id}")
+            require_owner_or_admin(ctx, job_data.owner, _("job #{id}").format(id=job_data.id))
             job_data = finished_adapter(ctx.settings, job_data.id)
             from pathlib import Path
 
@@ -121,13 +122,19 @@ def publish(ctx: Context, adapter: str) -> Reply:
             )
         target = found.name
     entry = registry.get(target)
-    require_owner_or_admin(ctx, entry.owner, f"adapter {entry.name}")
+    require_owner_or_admin(ctx, entry.owner, _("adapter {name}").format(name=entry.name))
     results = publish_lib.publish(registry, entry.name)
     ctx.audit("publish", target=entry.name, servers=[r.server for r in results])
     lines = [f"`{r.server}`: {r.action}" + (f"\n⚠️ {r.warning}" if r.warning else "") for r in results]
     return Reply(
-        text=f"🚀 `{entry.name}` is live: chat with `/chat adapter:{entry.name}`",
-        embeds=[Embed(title=f"Published {entry.name}", description="\n".join(lines), color=COLOR_OK)],
+        text=_("🚀 `{name}` is live: chat with `/chat adapter:{name}`").format(name=entry.name),
+        embeds=[
+            Embed(
+                title=_("Published {name}").format(name=entry.name),
+                description="\n".join(lines),
+                color=COLOR_OK,
+            )
+        ],
     )
 
 

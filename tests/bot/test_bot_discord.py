@@ -165,6 +165,7 @@ class Harness:
         permissions: int = 0,
         channel: dict[str, Any] | None = None,
         message: dict[str, Any] | None = None,
+        locale: str = "en-US",
     ) -> dict[str, Any]:
         payload = {
             "id": _snowflake(),
@@ -193,7 +194,7 @@ class Harness:
             },
             "data": data,
             "attachment_size_limit": 25 * 1024 * 1024,
-            "locale": "en-US",
+            "locale": locale,
             "guild_locale": "en-US",
             "app_permissions": str(discord.Permissions.all().value),
         }
@@ -300,9 +301,9 @@ void run(float* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, 2.0f, n); cudaDev
 # -- the tree -------------------------------------------------------------------------------------
 
 
-def test_command_tree_json(tmp_path: Path) -> None:
+async def test_command_tree_json(tmp_path: Path) -> None:
     bot = HipBot(load_settings(), state=BotState.open(tmp_path / "b.db"))
-    tree = {c["name"]: c for c in command_tree_json(bot)}
+    tree = {c["name"]: c for c in await command_tree_json(bot)}
     for name in (
         "ask",
         "hipify",
@@ -758,3 +759,60 @@ async def test_finetune_status_goes_to_the_notice_channel(harness: Harness, tmp_
     assert posted and posted[0]["payload"]["embeds"][0]["title"].startswith("Fine-tune #")
     [row] = harness.bot.state.open_job_messages()
     assert row["channel_id"] == notice
+
+
+# -- languages -------------------------------------------------------------------------------------
+
+
+def _shape(payload: Any) -> Any:
+    """A reply's structure without its words: keys, list lengths, ids, flags and numbers."""
+    if isinstance(payload, dict):
+        return {k: v if k == "custom_id" else _shape(v) for k, v in payload.items()}
+    if isinstance(payload, list):
+        return [_shape(v) for v in payload]
+    return "text" if isinstance(payload, str) else payload
+
+
+async def _in_both_languages(harness: Harness, run: Any) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for locale in ("en-US", "zh-CN"):
+        harness.rec.calls.clear()
+        await run(locale, next(_ids))  # a new member each time: no cooldown in the way
+        out[locale] = [c["data"] for c in harness.rec.sent_messages()]
+    return out
+
+
+async def test_same_content_in_english_and_chinese(harness: Harness) -> None:
+    async def help_(locale: str, user: int) -> None:
+        await harness.slash("help", locale=locale, user_id=user)
+
+    async def hipify(locale: str, user: int) -> None:
+        await harness.slash(
+            "hipify", [{"name": "code", "type": 3, "value": CUDA}], locale=locale, user_id=user
+        )
+
+    async def refused(locale: str, user: int) -> None:
+        await harness.slash("job", [{"name": "job_id", "type": 3, "value": "x"}], locale=locale, user_id=user)
+
+    for run, zh_words in ((help_, "hipbot 命令"), (hipify, "hipify 报告"), (refused, "不是任务编号")):
+        sent = await _in_both_languages(harness, run)
+        assert sent["en-US"] and _shape(sent["en-US"]) == _shape(sent["zh-CN"])
+        assert sent["en-US"] != sent["zh-CN"]
+        assert zh_words in json.dumps(sent["zh-CN"], ensure_ascii=False)
+        assert zh_words not in json.dumps(sent["en-US"], ensure_ascii=False)
+    hip = await _in_both_languages(harness, hipify)  # the HIP code itself is the same
+    assert hip["en-US"][0]["content"] == hip["zh-CN"][0]["content"]
+
+
+async def test_server_language_for_members_the_bot_cannot_speak_to(harness: Harness) -> None:
+    manage_guild = discord.Permissions(manage_guild=True).value
+    await harness.slash(
+        "config", [{"name": "language", "type": 3, "value": "zh_CN"}], permissions=manage_guild
+    )
+    assert harness.bot.state.guild_config(GUILD_ID).language == "zh_CN"
+    harness.rec.calls.clear()
+    await harness.slash("help", locale="fr")
+    assert harness.rec.sent_messages()[0]["data"]["embeds"][0]["title"] == "hipbot 命令"
+    harness.rec.calls.clear()
+    await harness.slash("help", locale="en-GB")  # the member's own language comes first
+    assert harness.rec.sent_messages()[0]["data"]["embeds"][0]["title"] == "hipbot commands"

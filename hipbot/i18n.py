@@ -1,0 +1,118 @@
+"""hipbot's languages: English (the source strings) and Simplified Chinese (``zh_CN``).
+
+Strings are marked with ``_()`` (translated now) or ``N_()`` (marked for extraction, translated
+where shown) and kept in one gettext catalogue per language, ``hipbot/locale/<locale>/LC_MESSAGES/
+hipbot.po``, maintained with Babel's ``pybabel extract/update``. The ``.po`` is compiled in memory
+the first time a language is used, so no binary file is committed.
+
+The language of a call is explicit (``gettext(msg, locale)``) or the one of the current context
+(``using(locale)``, a ``ContextVar``): each Discord interaction runs in its own task and its handler
+thread copies that task's context, so two users' languages never mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gettext as _gettext
+import io
+import os
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+
+ENGLISH = "en"
+CHINESE = "zh_CN"
+LOCALES = (ENGLISH, CHINESE)
+DOMAIN = "hipbot"
+LOCALE_DIR = Path(__file__).parent / "locale"
+ENV_VARS = ("HIPBOT_LANG", "LC_ALL", "LC_MESSAGES", "LANG")
+
+_current: ContextVar[str] = ContextVar("hipbot_locale", default=ENGLISH)
+
+
+def normalize(tag: str | None) -> str | None:
+    """A supported locale for a language tag (``zh-CN``, ``zh_CN.UTF-8``, ``zh-Hans``, ``en-US``,
+    ``C``), or None when the tag names another language (or nothing)."""
+    if not tag:
+        return None
+    base = tag.split(".")[0].split("@")[0].replace("-", "_").strip().lower()
+    if base in ("c", "posix") or base == "en" or base.startswith("en_"):
+        return ENGLISH
+    if base in ("zh", "zh_cn", "zh_sg", "zh_hans") or base.startswith("zh_hans"):
+        return CHINESE
+    return None
+
+
+def resolve(*candidates: str | None) -> str:
+    """The first candidate that is a supported language; English when none is."""
+    for tag in candidates:
+        found = normalize(tag)
+        if found is not None:
+            return found
+    return ENGLISH
+
+
+def env_locale(environ: Mapping[str, str] | None = None) -> str:
+    """The terminal's language: the first of HIPBOT_LANG, LC_ALL, LC_MESSAGES, LANG that is set
+    decides, as the C library reads them (an unsupported language gives English)."""
+    env = os.environ if environ is None else environ
+    for name in ENV_VARS:
+        if env.get(name):
+            return resolve(env[name])
+    return ENGLISH
+
+
+@functools.cache
+def translations(locale: str) -> _gettext.NullTranslations:
+    """The catalogue of ``locale``, compiled from its ``.po`` (fuzzy entries left out)."""
+    if locale == ENGLISH:
+        return _gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    path = LOCALE_DIR / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
+    with path.open("rb") as fh:
+        catalog = read_po(fh, locale=locale, domain=DOMAIN)
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog, use_fuzzy=False)
+    buffer.seek(0)
+    return _gettext.GNUTranslations(buffer)
+
+
+def current() -> str:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using(locale: str | None) -> Iterator[str]:
+    """Run a block in ``locale`` (a tag, normalized; unsupported or None: English)."""
+    chosen = resolve(locale)
+    token = _current.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _current.reset(token)
+
+
+def set_locale(locale: str | None) -> str:
+    """Set the language of this context for good (a CLI process, the console's main thread)."""
+    chosen = resolve(locale)
+    _current.set(chosen)
+    return chosen
+
+
+def gettext(message: str, locale: str | None = None) -> str:
+    return translations(locale or _current.get()).gettext(message)
+
+
+def ngettext(singular: str, plural: str, n: int, locale: str | None = None) -> str:
+    return translations(locale or _current.get()).ngettext(singular, plural, n)
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's conventional name)
+    """Mark a string for extraction; it is translated where it is shown (``_(row.help)``)."""
+    return message
+
+
+_ = gettext
