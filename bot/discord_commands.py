@@ -162,7 +162,8 @@ def _completer(
 ) -> Callable[..., Coroutine[Any, Any, list[app_commands.Choice[str]]]]:
     async def autocomplete(interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         ctx = await bot.context_for(interaction)
-        choices = await asyncio.to_thread(complete, ctx, current)
+        with using(ctx.locale):  # the thread copies this context: labels such as a job's state
+            choices = await asyncio.to_thread(complete, ctx, current)
         return [app_commands.Choice(name=label, value=value) for label, value in choices[:25]]
 
     return autocomplete
