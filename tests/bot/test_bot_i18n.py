@@ -132,3 +132,11 @@ def test_console_speaks_its_language_and_keeps_ids(tmp_path: Path) -> None:
     assert "AMD001" in en and "assumes 32 lanes" in en
     assert "假定一个 warp 有 32 个 lane" in zh and "__shfl_down_sync 收到 32 位掩码 0xffffffff" in zh
     assert len(outputs["en"]) == len(outputs["zh_CN"])
+
+
+def test_config_language_takes_the_languages_the_bot_speaks(tmp_path: Path) -> None:
+    console, out = _console(tmp_path, "en")
+    console.handle("/config language=fr")
+    assert out[-1].startswith("error: the bot does not speak 'fr'") and "zh_CN" in out[-1]
+    console.handle("/config language=zh-CN")
+    assert "- Language: 简体中文" in out[-1]
