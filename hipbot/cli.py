@@ -10,7 +10,7 @@ import click
 
 from hipbot import __version__
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, env_locale, set_locale
+from hipbot.i18n import _, env_locale, using
 
 # name -> ("module:attribute", one-line help shown by `hipbot --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -83,8 +83,12 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one readable line and exit status 1 or 2, never a traceback.
-    The process speaks the terminal's language (HIPBOT_LANG, LC_ALL, LANG)."""
-    set_locale(env_locale())
+    Everything it says is in the terminal's language (HIPBOT_LANG, LC_ALL, LANG)."""
+    with using(env_locale()):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
         result = cli.main(args=argv, prog_name="hipbot", standalone_mode=False)

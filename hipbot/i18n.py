@@ -95,13 +95,6 @@ def using(locale: str | None) -> Iterator[str]:
         _current.reset(token)
 
 
-def set_locale(locale: str | None) -> str:
-    """Set the language of this context for good (a CLI process, the console's main thread)."""
-    chosen = resolve(locale)
-    _current.set(chosen)
-    return chosen
-
-
 def gettext(message: str, locale: str | None = None) -> str:
     return translations(locale or _current.get()).gettext(message)
 

@@ -341,8 +341,10 @@ def test_cli_commands_json_without_token() -> None:
 
     result = CliRunner().invoke(cli, ["discord", "commands", "--json"])
     assert result.exit_code == 0, result.output
-    names = [c["name"] for c in json.loads(result.output)]
-    assert "ask" in names and "Convert to HIP" in names
+    tree = {c["name"]: c for c in json.loads(result.output)}
+    assert "ask" in tree and "Convert to HIP" in tree
+    assert tree["ask"]["description_localizations"]["zh-CN"]  # the CLI prints the localizations too
+    assert tree["ask"]["hipbot_permission"].startswith("everyone")  # never translated
 
 
 def test_discord_run_refuses_without_token() -> None:

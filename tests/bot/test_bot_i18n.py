@@ -140,3 +140,13 @@ def test_config_language_takes_the_languages_the_bot_speaks(tmp_path: Path) -> N
     assert out[-1].startswith("error: the bot does not speak 'fr'") and "zh_CN" in out[-1]
     console.handle("/config language=zh-CN")
     assert "- Language: 简体中文" in out[-1]
+
+
+def test_cli_errors_in_the_terminals_language(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from hipbot.cli import main
+
+    monkeypatch.delenv("DISCORD_TOKEN", raising=False)
+    monkeypatch.setenv("HIPBOT_LANG", "zh_CN")
+    assert main(["discord", "run"]) == 1
+    assert "错误：未设置 Discord 机器人令牌" in capsys.readouterr().err
+    assert i18n.current() == "en"  # the language was the command's, not the process's for good
