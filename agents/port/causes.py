@@ -156,6 +156,12 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
             )
     for diag in errors:
         m = NOT_FOUND.search(diag.message)
+        if m and m.group(1).startswith("hip/"):
+            return Cause(
+                "rocm-version",
+                f"<{m.group(1)}> is not in ROCm {state.rocm[0]}.{state.rocm[1]} ({diag.file}:{diag.line}): "
+                "a newer ROCm has it (--rocm to target one)",
+            )
         if m:
             return Cause(
                 "missing-header",

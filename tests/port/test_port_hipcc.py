@@ -24,7 +24,7 @@ FILES = {
         "add_executable(hdr hdr.cu)\nadd_executable(omp omp.cu)\nadd_executable(drv drv.cu)\n"
         "add_executable(nvtx nvtx.cu)\nadd_executable(timer timer.cu)\nadd_executable(cgdim cgdim.cu)\nadd_executable(extc extc.cu)\nadd_executable(props props.cu)\nadd_executable(macros macros.cu)\nadd_executable(std std.cu)\nadd_executable(alloc alloc.cu)\nadd_executable(blas blas.cu)\nadd_executable(ptx ptx.cu)\nadd_executable(newapi newapi.cu)\n"
         "add_executable(prio more/prio.cu)\nadd_executable(bfe more/bfe.cu)\n"
-        "add_executable(dep more/dep.cu)\nadd_executable(half more/half.cu)\nadd_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
+        "add_executable(bf16 more/bf16.cu)\nadd_executable(dep more/dep.cu)\nadd_executable(half more/half.cu)\nadd_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
     "warp.cu": KERNEL_HEAD
@@ -75,6 +75,8 @@ FILES = {
     "more/bfe.cu": KERNEL_HEAD
     + "__device__ unsigned bfe(unsigned x, unsigned bit, unsigned n) {\n  unsigned r;\n"
     + '  asm("bfe.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(bit), "r"(n));\n  return r;\n}\n',
+    "more/bf16.cu": KERNEL_HEAD
+    + "#include <cuda_bf16.h>\n__global__ void k(__nv_bfloat16* x) { x[0] = x[1]; }\n",
     "more/dep.cu": KERNEL_HEAD
     + "template <int W> struct Base {\n  enum { AREA = W * W, LOW = -W / 2 };\n};\n"
     + "template <typename T, int W> struct Avg : Base<W> {\n"
@@ -157,6 +159,8 @@ def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> 
     newapi = _unit(fixed, "newapi.cu")
     assert newapi.cause.kind == "rocm-version"
     assert "hipGraphNodeParams needs ROCm 6.1 (target 5.2" in newapi.cause.text
+    bf16 = _unit(fixed, "more/bf16.cu")
+    assert bf16.cause.kind == "rocm-version" and "<hip/hip_bf16.h> is not in ROCm 5.2" in bf16.cause.text
     half = _unit(fixed, "more/half.cu")
     assert half.cause.kind == "not-valid-cuda" and "lib/fill.cpp defines it" in half.cause.text
 
@@ -181,8 +185,8 @@ def test_ptx_becomes_the_compat_function(ports: tuple[PortReport, PortReport]) -
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 24 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 20 and s["failed"] == 4
+    assert s["units"] == 25 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 20 and s["failed"] == 5
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()
