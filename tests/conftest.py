@@ -29,6 +29,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "HIPBOT_COORDINATOR_TOKEN",
     ):
         monkeypatch.delenv(var, raising=False)
+    # English unless a test asks for another language, whatever the machine's locale is
+    monkeypatch.setenv("HIPBOT_LANG", "en")
     return home
 
 
