@@ -186,10 +186,28 @@ def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
 @click.option(
     "--message-content/--no-message-content", default=False, help="See `hipbot discord run --help`."
 )
-def start(message_content: bool) -> None:
-    """Start the assistant: the Discord bot when a token is set, else the terminal console."""
+@click.option(
+    "--coordinator-port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Also serve the job coordinator and its operator page (/ui) on 127.0.0.1 at this port, "
+    "over the same database, unless HIPBOT_COORDINATOR_URL names another; 0: none.",
+)
+def start(message_content: bool, coordinator_port: int) -> None:
+    """Start the assistant: the Discord bot when a token is set, else the terminal console; beside it
+    the job coordinator (workers' API and the operator page) on this machine."""
     settings = load_settings()
     first_start_ingest(settings)
+    if coordinator_port and not settings.coordinator_url:
+        from hipbot.jobs.finetune.coordinator import serve_in_background
+
+        url = serve_in_background(settings, port=coordinator_port)
+        click.echo(
+            _("operator page: {url} (sign in with `hipbot finetune token --page NAME --admin`)").format(
+                url=url
+            )
+        )
     if settings.discord_token:
         _run_discord(settings, message_content=message_content, sync=True, guild=None)
     else:

@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from hipbot.config import Settings
 from hipbot.db import open_db
 from hipbot.errors import HipbotError
 from hipbot.jobs.finetune import web
@@ -82,3 +83,26 @@ def create_app(config: CoordinatorConfig, *, clock: Callable[[], float] = time.t
 
 def openapi_schema(config: CoordinatorConfig) -> dict[str, Any]:
     return create_app(config).openapi()
+
+
+def serve_in_background(settings: Settings, host: str = "127.0.0.1", port: int = 8765) -> str:
+    """The coordinator (job API and operator page) on the app's own database, in a daemon thread:
+    what ``hipbot start`` runs beside the bot so that one machine has everything. Its URL."""
+    import threading
+
+    import uvicorn
+
+    from hipbot.jobs.finetune.web import page_url
+
+    app = create_app(CoordinatorConfig.from_settings(settings))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="coordinator", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise HipbotError(
+                f"the coordinator could not listen on {host}:{port}",
+                hint="another program holds the port: hipbot start --coordinator-port N (0: none)",
+            )
+        time.sleep(0.05)
+    return page_url(host, port)
