@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -112,12 +113,18 @@ def test_start_without_token_opens_the_console_and_ingests_on_first_start(
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_bytes((docs_root / rel).read_bytes())
     monkeypatch.setenv("HIPBOT_DOCS", str(corpus))
-    first = CliRunner().invoke(cli, ["start"], input="/quit\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    first = CliRunner().invoke(cli, ["start", "--coordinator-port", str(port)], input="/quit\n")
     assert first.exit_code == 0, first.output
     assert "first start: reading the HIP docs" in first.output and "ingested 2 documents" in first.output
+    assert f"operator page: http://127.0.0.1:{port}/ui" in first.output  # the coordinator runs beside
     assert "no DISCORD_TOKEN set: starting the terminal console" in first.output
-    again = CliRunner().invoke(cli, ["start"], input="/quit\n")
+    again = CliRunner().invoke(cli, ["start", "--coordinator-port", "0"], input="/quit\n")
+    assert again.exit_code == 0, again.output
     assert "first start" not in again.output  # the database is filled: no second ingest
+    assert "operator page" not in again.output
 
 
 def test_discord_commands_plain_listing() -> None:
