@@ -1,10 +1,10 @@
 """Compile one translation unit of a ported tree with hipcc, sandboxed as ``hipify --check`` is.
 
 The unit is compiled where it was written (so the command and folder in the report can be run
-again as they are), with HOME/TMPDIR in a fresh temporary folder, a time limit that kills the whole
-compiler process group, ``-I`` folders only inside the project, and every include of every project
-file screened first: one that could reach a file outside the project and the system's include
-paths (an absolute path, ``..`` climbing out of the project) refuses the unit before hipcc runs.
+again as they are), inside bubblewrap (``hipify.sandbox.run_hipcc``): only the toolchain and the
+ported tree exist there, with CPU, memory and wall-clock limits, so no spelling of an include
+reaches a host file. Includes that climb out of the project (an absolute path, ``..`` above it)
+are also screened first, so the report names them instead of a "file not found".
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hipbot.agents.hipify.compile_check import find_hipcc
+from hipbot.agents.hipify.sandbox import Limits, run_hipcc
+from hipbot.errors import HipbotError
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +81,6 @@ def escaping_includes(root: Path, files: list[Path]) -> list[str]:
     return problems
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
 def command_for(
     source: Path, root: Path, args: list[str], settings: CompileSettings, hipcc: str
 ) -> list[str]:
@@ -98,57 +90,38 @@ def command_for(
 
 
 def compile_unit(source: Path, root: Path, args: list[str], settings: CompileSettings) -> CompileResult:
-    """hipcc on ``root/source`` with ``args`` (include folders relative to the unit's folder)."""
+    """hipcc on ``root/source`` with ``args`` (include folders relative to the unit's folder), in
+    the compile check's OS sandbox: only the toolchain and the ported tree are readable, whatever
+    the sources include (a pasted snippet from the bot's button is a stranger's code)."""
     cwd = (root / source).parent
     hipcc = find_hipcc()
     if hipcc is None:
         return CompileResult(False, [], str(cwd), error="hipcc is not installed (apt install hipcc)")
     cmd = command_for(source, root, args, settings, hipcc)
+    limits = Limits(
+        seconds=settings.timeout, cpu_seconds=int(settings.timeout) * 2 + 10, memory_bytes=8 << 30
+    )
     with tempfile.TemporaryDirectory(prefix="hipbot-port-") as tmp:
         if settings.build:
             cmd[cmd.index("unit.o")] = os.path.join(tmp, "unit.o")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": tmp,
-            "TMPDIR": tmp,
-            "HIP_PLATFORM": "amd",
-            "LANG": "C",
-        }
-        for var in ("ROCM_PATH", "HIP_PATH", "HIP_CLANG_PATH", "HIP_DEVICE_LIB_PATH"):
-            if var in os.environ:
-                env[var] = os.environ[var]
-        start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return CompileResult(False, cmd, str(cwd), error=f"cannot run hipcc: {exc.strerror}")
-        try:
-            out, _ = proc.communicate(timeout=settings.timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.communicate()
-            return CompileResult(
-                False, cmd, str(cwd), error=f"hipcc took longer than {settings.timeout:g}s",
-                seconds=time.monotonic() - start,
-            )  # fmt: skip
-    text = out.decode("utf-8", "replace")
+            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=limits)
+        except HipbotError as exc:  # no sandbox (bwrap) or no compiler: said, not raised per unit
+            return CompileResult(False, cmd, str(cwd), error=str(exc))
+    if run.timed_out:
+        return CompileResult(
+            False, cmd, str(cwd), error=f"hipcc took longer than {settings.timeout:g}s", seconds=run.seconds
+        )
+    text = run.output
     diags = parse_diagnostics(text, cwd, root)
     has_error = any(d.severity == "error" for d in diags)
-    ok = proc.returncode == 0 and not has_error
+    ok = run.returncode == 0 and not has_error
     error = None
-    if proc.returncode != 0 and not has_error:
+    if run.returncode != 0 and not has_error:
         error = "hipcc exited with status {}: {}".format(
-            proc.returncode, " | ".join(text.strip().splitlines()[-3:])
+            run.returncode, " | ".join(text.strip().splitlines()[-3:])
         )
-    return CompileResult(ok, cmd, str(cwd), diags, error, time.monotonic() - start, text)
+    return CompileResult(ok, cmd, str(cwd), diags, error, run.seconds, text)
 
 
 def parse_diagnostics(text: str, cwd: Path, root: Path) -> list[Diag]:
