@@ -10,6 +10,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -187,3 +188,36 @@ def test_adapters_show_their_servers_and_unpublish(app, tmp_path: Path) -> None:
     assert done.status_code == 200 and "gpu1: forgotten (server not reachable" in html.unescape(done.text)
     assert registry.get("hip-smol").servers == ()
     assert store.audit_log(app.state.queue.db)[0]["action"] == "unpublish adapter"
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_publish_and_unpublish_from_the_page_on_real_vllm(
+    vllm_server, lora_rank8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The admin's buttons load the adapter into a real vLLM server and take it out again, each
+    audited; the page shows where the adapter is live."""
+    from hipbot.cli import main
+    from hipbot.config import load_settings
+
+    monkeypatch.setenv("HIPBOT_COORDINATOR_TOKEN", ADMIN)
+    settings = load_settings()
+    app = create_app(CoordinatorConfig.from_settings(settings))  # what `hipbot start` serves
+    volume = tmp_path / "vllm-volume"
+    assert main(["serve", "servers", "add", "cpu", vllm_server.url, "--adapter-dir", str(volume)]) == 0
+    assert main(["serve", "register", "page-r8", "--path", str(lora_rank8)]) == 0
+    http, csrf = signed_in(app, settings.coordinator_token)
+
+    done = http.post("/ui/adapters/page-r8/publish", data={"csrf": csrf})
+    assert done.status_code == 200 and "cpu: loaded" in html.unescape(done.text)
+    models = httpx.get(f"{vllm_server.url}/v1/models", timeout=10).json()["data"]
+    assert {m["id"]: m["root"] for m in models}.get("page-r8") == str(volume.resolve() / "page-r8")
+    row = re.search(r'<tr data-adapter="page-r8">.*?</tr>', http.get("/ui").text, re.S).group(0)
+    assert "cpu" in row
+
+    done = http.post("/ui/adapters/page-r8/unpublish", data={"csrf": csrf})
+    assert done.status_code == 200 and "cpu: unloaded" in html.unescape(done.text)
+    models = httpx.get(f"{vllm_server.url}/v1/models", timeout=10).json()["data"]
+    assert "page-r8" not in {m["id"] for m in models}
+    actions = [(e["action"], e["target"]) for e in store.audit_log(app.state.queue.db)]
+    assert actions[:2] == [("unpublish adapter", "page-r8"), ("publish adapter", "page-r8")]
