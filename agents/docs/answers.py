@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hipbot.agents.docs.compose import Composed, compose, dedupe_sources, full_passages
+from hipbot.agents.docs.compose import compose, dedupe_sources, full_passages
 from hipbot.agents.docs.generate import generated
 from hipbot.agents.docs.labels import label, language_of
 from hipbot.agents.docs.lookup import (
@@ -31,6 +31,7 @@ from hipbot.agents.docs.lookup import (
     Found,
     api_record,
     asks_about_roc,
+    asks_more,
     content_terms,
     describe,
     extra_terms,
@@ -154,7 +155,9 @@ class Answerer:
             self.refresh()
             found, unknown = self.index.find(question)
             options = self.options.find(question)
-            conceptual = is_conceptual(question)
+            names = [f.name for f in found] + [rows[0].name for _, rows in options]
+            # A question that asks more than the mapping gets the row and the docs.
+            conceptual = is_conceptual(question) or (bool(names) and asks_more(question, names))
             lang = language_of(question)
             # A name known nowhere, with no near miss, is answered from the docs around it.
             if (found or options or any(s for _, s in unknown)) and not conceptual:
@@ -345,7 +348,8 @@ class Answerer:
         terms = list(dict.fromkeys([n.lower() for n in names] + words))
         weights = self.retriever.term_weights(terms, names)
         dense = self.retriever.segment_scores(passages, question)
-        composed = compose(question, passages, weights, dense, fact_lines, lang)
+        lead = dedupe_sources(table_sources + option_sources)
+        composed = compose(question, passages, weights, dense, fact_lines, lang, lead=lead)
         if self.settings.llm_url and passages:
             try:
                 answer = generated(self.settings, question, passages, fact_lines, terms, lang)
@@ -357,19 +361,7 @@ class Answerer:
                     sources = dedupe_sources(answer.sources + table_sources + option_sources)
                     return Answer(answer.text, sources, "generated", records, composed.more)
                 log.info("the generated answer cited no retrieved passage; composed answer instead")
-        return self._composed_answer(composed, table_sources + option_sources, records)
-
-    @staticmethod
-    def _composed_answer(
-        composed: Composed, extra_sources: list[dict[str, str]], records: list[dict]
-    ) -> Answer:
-        return Answer(
-            composed.text,
-            dedupe_sources(composed.sources + extra_sources),
-            "extractive",
-            records,
-            composed.more,
-        )
+        return Answer(composed.text, composed.sources, "extractive", records, composed.more)
 
 
 def _latest_version(rows: list[ApiMapping]) -> str:

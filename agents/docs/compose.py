@@ -30,6 +30,9 @@ RANK_WEIGHT = 0.08
 BULLET_RATIO = 0.8  # a second unit within this share of the best score makes the answer a list
 KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
 NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
+NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
+DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
+MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the answer
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
 _HOW_TO = re.compile(
@@ -37,6 +40,21 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[:,]$")
+# Names a reader can act on: `code`, a macro or variable in capitals, an option, an API name.
+_ACTIONABLE = re.compile(
+    r"`[^`\s][^`]*`|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b__\w+\b|(?<![\w/-])--?[a-z][\w-]+=?|"
+    r"\b(?:hip|roc|hsa|amd|miopen)[A-Z_]\w+\b|\b\w+\(\)"
+)
+_DIRECTIVE = re.compile(
+    r"\b(?:must|needs? to|should|use|using|set|setting|enable|disable|pass|add|specify|wrap|encase\w*|"
+    r"recommend\w*|required?|requires|instead|replace\w*|export)\b",
+    re.IGNORECASE,
+)
+_ASKS_WHAT_TO_DO = re.compile(
+    r"\bhow\b|\bwhat (?:should|can|do|must)\b|\bwhich\b|\b(?:do|does|should|can|could|must) (?:i|we|you)\b|"
+    r"\bis there\b|\bany (?:way|setting|option|flag)\b|instead|怎么|如何|怎样|哪个|需要|可以|能不能|要不要",
+    re.IGNORECASE,
+)
 _ASKS_CODE = re.compile(
     r"\b(?:example|command|code|syntax|snippet)\b|\bhow (?:do|can) (?:i|we|you) "
     r"(?:build|compile|link|run|install|launch|call|write|set|use)\b|示例|例子|命令|代码",
@@ -124,13 +142,27 @@ def full_passages(passages: list[Passage], terms: list[str], lang: str = "en") -
     return "\n".join(parts).strip()
 
 
+def _acts(text: str, question: str) -> float:
+    """The bonus of a unit that names something the question does not (the macro, option or API
+    to use), more when it says to use it."""
+    asked = question.lower()
+    names = [m.group(0).strip("`()=") for m in _ACTIONABLE.finditer(text)]
+    new = [n for n in names if len(n) > 2 and n.lower() not in asked]
+    if not new:
+        return 0.0
+    return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0)
+
+
 def score_units(
     passages: list[Passage],
     terms: list[tuple[str, float]],
     dense: dict[int, list[tuple[int, int, float]]],
+    question: str = "",
 ) -> list[Scored]:
     """Every unit of the prose passages, scored; ``terms`` are (word, weight) pairs and ``dense``
-    holds each chunk's sentence embeddings as (start, end, cosine with the question)."""
+    holds each chunk's sentence embeddings as (start, end, cosine with the question). For a
+    question that asks what to do, a unit naming what to use scores higher."""
+    what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
     keys = [(t, w, _IDENT_TERM.match(t) is not None) for t, w in terms]
     total = sum(w for _, w, _ in keys) or 1.0
     out: list[Scored] = []
@@ -149,7 +181,14 @@ def score_units(
                 default=0.8 * max((s for _, _, s in segments), default=0.0),
             )
             score = DENSE_WEIGHT * cosine + LEXICAL_WEIGHT * min(hit / total, 1.0) + RANK_WEIGHT / (rank + 1)
-            if unit.kind == "code" or len(unit.text) < 25 or _FILLER.search(unit.text):
+            if what_to_do and unit.kind != "code":
+                score += _acts(unit.text, question)
+            if (
+                unit.kind == "code"
+                or len(unit.text) < 25
+                or len(unit.text.split()) < MIN_WORDS
+                or _FILLER.search(unit.text)
+            ):
                 score *= 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or unit.text.startswith(("[", "$", "#")) or len(unit.text) > 350:
                 score *= 0.6  # csv-table cells, console output, run-on text
@@ -226,19 +265,22 @@ def compose(
     fact_lines: list[str] | None = None,
     lang: str = "en",
     budget: int = ANSWER_CHARS,
+    lead: list[dict[str, str]] | None = None,
 ) -> Composed:
     """The short answer: ``fact_lines`` (mapping rows, options) first, then a direct sentence or
-    2-4 bullets from the passages, each with its citation; sources ordered so [n] is sources[n-1]."""
+    2-4 bullets from the passages, each with its citation; sources ordered so [n] is sources[n-1],
+    after ``lead`` (the sources of the fact lines)."""
+    lead = dedupe_sources(lead or [])
     fact_lines = list(fact_lines or [])
     words = [t for t, _ in terms]
     more = full_passages(passages, words, lang)
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
-    scored = score_units(passages, terms, dense)
+    scored = score_units(passages, terms, dense, question)
     chosen = _pick(scored, room)
     if not chosen and not fact_lines:
         return Composed(label("nothing", lang), [p.source() for p in passages], more)
     # Citation numbers follow the sources list, where two passages of one section are one source.
-    keys: list[tuple[str, str]] = []
+    keys: list[tuple[str, str]] = [(s["path"], s["section"]) for s in lead]
     order: list[int] = []  # passage indexes in citation order
     for item in chosen:
         key = (passages[item.passage].path, passages[item.passage].section)
@@ -266,6 +308,7 @@ def compose(
     elif chosen:
         body.extend(f"- {c.unit.text} [{cite[c.passage]}]" for c in chosen)
     cited_sources = [passages[i].source() for i in order]
-    rest = dedupe_sources([p.source() for i, p in enumerate(passages) if i not in cite])
+    rest = [p.source() for i, p in enumerate(passages) if i not in cite]
     text = "\n".join([*fact_lines, *body]).strip()
-    return Composed(text, cited_sources + rest, more, [passages[i].chunk_id for i in order])
+    sources = dedupe_sources(lead + cited_sources + rest)
+    return Composed(text, sources, more, [passages[i].chunk_id for i in order])

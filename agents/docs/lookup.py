@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from hipbot.agents.docs.labels import label
-from hipbot.agents.docs.retrieval import IDENT, query_terms
+from hipbot.agents.docs.retrieval import IDENT, query_terms, topic_of
 from hipbot.agents.hipify.mappings import ApiMapping
 
 MAX_APIS = 8
@@ -258,7 +258,7 @@ class ApiIndex:
         ``HIP_LAUNCH_BLOCKING``), and the docs' names spelled out in the question's words
         ("launch a kernel ... module API" -> ``hipModuleLaunchKernel``)."""
         out: dict[str, None] = {}
-        for token in IDENT.findall(question):
+        for token in IDENT.findall(topic_of(question)):  # "MI250" is where it runs, not what
             if len(token) < 4 or not _api_shaped(token) or self.resolve(token) is not None:
                 continue
             if token in self.vocabulary:
@@ -438,6 +438,30 @@ def extra_terms(question: str, names: list[str]) -> list[str]:
 def content_terms(terms: list[str]) -> list[str]:
     """``terms`` less the words of asking for a mapping ("equivalent", "hip", "replace" ...)."""
     return [t for t in terms if t not in _LOOKUP_FILLER]
+
+
+MIXED_WORDS = 4  # content words beyond the names that make a lookup question a mixed one
+_PLATFORM_WORDS = frozenset(["nvcc", "hipcc", "clang", "true", "false", "flag", "option", "macro"])
+MIXED_CJK = 6  # the same in Chinese characters
+_ZH_ASKING = re.compile(
+    r"对应|替换|替代|等价|支持|弃用|版本|叫什么|改成|改为|换成|用什么|什么|哪个|在|中|里|的|吗|呢|是|有|没有"
+)
+
+
+def asks_more(question: str, names: list[str]) -> bool:
+    """Whether a question that names APIs or options asks more than their mapping ("after hipify
+    my hipMemcpyToSymbol on a __constant__ variable does not work: do I wrap the symbol?"): it
+    holds several words beyond the names and the words of asking for an equivalent."""
+    inside = " ".join(names).lower()  # "rdc" of nvcc's -rdc=true, named by --fgpu-rdc
+    words = [
+        t
+        for t in extra_terms(question, names)
+        if not _api_shaped(t) and not t.isdigit() and t not in inside and t not in _PLATFORM_WORDS
+    ]
+    if len(words) >= MIXED_WORDS:
+        return True
+    chinese = _ZH_ASKING.sub("", "".join(re.findall(r"[\u4e00-\u9fff]", question)))
+    return len(chinese) >= MIXED_CJK
 
 
 def is_conceptual(question: str) -> bool:

@@ -346,10 +346,34 @@ WAVE_TOPIC = re.compile(
 )
 
 
+# A GPU's product name is the setting of most questions ("wrong sums on MI250", "build for MI100
+# and MI250"), not their topic: searched for, it finds that GPU's architecture and tuning pages.
+# It stays in the query only when the question is about the hardware itself.
+PRODUCT = re.compile(
+    r"\b(?:AMD\s+)?(?:Instinct\s*)?MI\d{2,3}[A-Z]?\b|\b(?:AMD\s+)?Radeon(?:\s+(?:Pro|RX))?(?:\s+[A-Z]?\d{3,4}\w*)?|"
+    r"\bRX\s?\d{3,4}(?:\s?XTX?)?\b|\b[RC]DNA\s?\d?\b",
+    re.IGNORECASE,
+)
+HARDWARE_TOPIC = re.compile(
+    r"architect\w*|\bspec\w*|hardware|compute units?|\bCUs?\b|cache|bandwidth|\bpeak\b|\bTFLOPS\b|\bHBM\b|"
+    r"\bBIOS\b|system settings|\bsupport\w*|\bavailable\b|\brun\w* on\b|\bwork\w* on\b|\btun(?:e|ing)\b|"
+    r"架构|规格|硬件|支持",
+    re.IGNORECASE,
+)
+
+
+def topic_of(question: str) -> str:
+    """The question without the GPU product names that only say where it runs."""
+    if HARDWARE_TOPIC.search(question):
+        return question
+    stripped = PRODUCT.sub(" ", question)
+    return stripped if query_terms(stripped) or has_cjk(stripped) else question
+
+
 def expand_query(question: str) -> str:
-    """The question plus English glossary terms for its non-English words, the HIP docs' words for
-    its CUDA terms, the gfx targets of the GPUs it names and, when it is about warps, their wave
-    size."""
+    """The question (less the GPU product names that are only its setting) plus English glossary
+    terms for its non-English words, the HIP docs' words for its CUDA terms, the gfx targets of
+    the GPUs it names and, when it is about warps, their wave size."""
     glossary = (
         [english for term, english in GLOSSARY.items() if term in question] if has_cjk(question) else []
     )
@@ -362,7 +386,7 @@ def expand_query(question: str) -> str:
             extra.append("wavefront warpSize 64")
         if WAVE32.search(question):
             extra.append("wavefront warpSize 32")
-    return " ".join([question, *extra, *glossary]).strip()
+    return " ".join([topic_of(question), *extra, *glossary]).strip()
 
 
 def query_terms(text: str) -> list[str]:
