@@ -30,17 +30,38 @@ def test_endpoint_url_and_model_are_discovered(llm_settings, vllm_server) -> Non
     assert served_model(llm_settings) == vllm_server.served_model_name
 
 
-def test_generated_answer_cites_only_retrieved_passages_or_falls_back(llm_settings) -> None:
+def test_generated_answer_cites_only_retrieved_passages_or_falls_back(llm_settings, monkeypatch) -> None:
+    """What the answer cites is what the model's own text cited: its words, its [n] renumbered to the
+    passages it was given. Only a model text that cites none of them falls back to the composed answer."""
+    from hipbot.agents.chat import llm
+
+    asked: list[tuple[str, str]] = []  # (the passages the model saw, the model's text)
+    real_generate = llm.generate
+
+    def recording(model, question: str, context: str, *args, **kwargs) -> str:
+        text = real_generate(model, question, context, *args, **kwargs)
+        asked.append((context, text))
+        return text
+
+    monkeypatch.setattr(llm, "generate", recording)
     engine = Answerer(llm_settings)
     answer = engine.ask("How do I force HIP to use the NVIDIA platform?", k=3)
-    # a small model may cite nothing it was given: the composed answer is then the answer
-    assert answer.mode in {"generated", "extractive"}
-    paths = [s["path"] for s in answer.sources]
-    assert FAQ in paths and answer.more
-    cited = [int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)]
-    assert cited and max(cited) <= len(answer.sources)
-    # Exact lookups never go through the model.
-    assert engine.ask("what replaces cudaMemcpyToSymbolAsync?").mode == "lookup"
+    assert len(asked) == 1  # the model was asked, once; exact lookups never go through it
+    assert engine.ask("what replaces cudaMemcpyToSymbolAsync?").mode == "lookup" and len(asked) == 1
+    context, said = asked[0]
+    given = dict(re.findall(r"^\[(\d+)\] .* \(([^()]+)\)$", context, flags=re.MULTILINE))
+    assert FAQ in given.values() and answer.more
+    cited = list(dict.fromkeys(n for n in re.findall(r"\[(\d{1,2})\]", said) if n in given))
+    if not cited:  # a small model may cite nothing it was given: the composed answer stands
+        assert answer.mode == "extractive" and FAQ in [s["path"] for s in answer.sources]
+        return
+    assert answer.mode == "generated"
+    # the model's words, nothing appended; its citations renumbered in order of first use
+    words = lambda text: re.sub(r"\[\d{1,2}\]", " ", text).split()  # noqa: E731
+    assert words(answer.answer) == words(said)
+    assert sorted({int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)}) == list(range(1, len(cited) + 1))
+    cited_paths = list(dict.fromkeys(given[n] for n in cited))  # passages of one page share a source
+    assert list(dict.fromkeys(s["path"] for s in answer.sources))[: len(cited_paths)] == cited_paths
 
 
 def test_agent_falls_back_to_grounded_answers_when_the_server_has_no_tool_calling(llm_settings) -> None:
