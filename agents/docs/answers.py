@@ -32,6 +32,7 @@ from hipbot.agents.docs.lookup import (
     api_record,
     asks_about_roc,
     asks_more,
+    brief,
     content_terms,
     describe,
     extra_terms,
@@ -180,10 +181,11 @@ class Answerer:
         ]
 
     def api_facts(
-        self, found: list[Found], question: str, lang: str = "en", rows_each: int = 3
+        self, found: list[Found], question: str, lang: str = "en", rows_each: int = 3, short: bool = False
     ) -> tuple[list[str], list[dict], list[dict]]:
         """Answer lines, ``apis`` records and sources for the identifiers of a question (at most
-        ``rows_each`` mapping rows per name: a question about more than the mapping gets one)."""
+        ``rows_each`` mapping rows per name; ``short``: one line per row, for an answer that goes
+        on to the docs)."""
         roc_first = asks_about_roc(question)
         lines: list[str] = []
         records: list[dict] = []
@@ -191,7 +193,7 @@ class Answerer:
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:rows_each]
-            lines.extend(describe(row, hit.name, lang) for row in shown)
+            lines.extend(brief(row, lang) if short else describe(row, hit.name, lang) for row in shown)
             if len(rows) > len(shown) and rows_each > 1:
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")
@@ -335,7 +337,7 @@ class Answerer:
         names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
         passages = self.retriever.search(question, k=k, identifiers=names)
         fact_lines, records, table_sources = (
-            self.api_facts(found, question, lang, rows_each=1) if found else ([], [], [])
+            self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
         )
         option_text, option_sources = option_lines(options, lang)
         fact_lines.extend(option_text)

@@ -28,6 +28,14 @@ _LABELS: dict[str, dict[str, str]] = {
         "zh": "`{cuda}` 没有 HIP 对应项：HIPIFY 的 {table} 映射表将其列为 HIP 不支持（{where}），"
         "hipify 不会转换它。",
     },
+    "no_equivalent_brief": {
+        "en": "`{cuda}` has no HIP equivalent (HIPIFY's {table} table lists it as not supported).",
+        "zh": "`{cuda}` 没有 HIP 对应项（HIPIFY 的 {table} 映射表列为不支持）。",
+    },
+    "equivalent_brief": {
+        "en": "`{cuda}` \u2192 `{hip}` ({status}).",
+        "zh": "`{cuda}` \u2192 `{hip}`（{status}）。",
+    },
     "equivalent": {
         "en": "`{cuda}` \u2192 `{hip}` ({label}; {where}).",
         "zh": "`{cuda}` \u2192 `{hip}`（{label}；{where}）。",

@@ -399,6 +399,18 @@ def describe(row: ApiMapping, asked: str | None = None, lang: str = "en") -> str
     return " ".join(lines)
 
 
+def brief(row: ApiMapping, lang: str = "en") -> str:
+    """A row in one short line (equivalent, HIP status and versions, the roc name): for an answer
+    that goes on to the docs, where the mapping is the setting and the docs' sentences the answer."""
+    cuda_label, _, roc_label = _labels(row)
+    if row.hip is None:
+        return label("no_equivalent_brief", lang, cuda=row.cuda, table=cuda_label)
+    versions = _versions(row, "hip", "HIP")
+    status = _STATUS.get(lang, _STATUS["en"])[row.status] + (f", {versions}" if versions else "")
+    roc = f"; {roc_label} `{row.roc}`" if row.roc else ""
+    return label("equivalent_brief", lang, cuda=row.cuda, hip=row.hip, status=status + roc)
+
+
 def api_record(row: ApiMapping, asked: str, url_of: dict[str, str]) -> dict:
     record = {"query": asked, "found": True, **asdict(row), "status": row.status}
     record["path"] = record.pop("table")
@@ -440,7 +452,12 @@ def content_terms(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in _LOOKUP_FILLER]
 
 
-MIXED_WORDS = 4  # content words beyond the names that make a lookup question a mixed one
+MIXED_WORDS = 4  # content words beyond the names that make a lookup question a mixed one ...
+MIXED_ASKING_WORDS = 2  # ... or fewer with words that ask how, why or whether something is needed
+_ASKS_HOW = re.compile(
+    r"\b(?:how|why|what happens|(?:do|does) (?:i|we|you|it) (?:need|have to)|(?:should|must) (?:i|we|you))\b",
+    re.IGNORECASE,
+)
 _PLATFORM_WORDS = frozenset(["nvcc", "hipcc", "clang", "true", "false", "flag", "option", "macro"])
 MIXED_CJK = 6  # the same in Chinese characters
 _ZH_ASKING = re.compile(
@@ -451,14 +468,16 @@ _ZH_ASKING = re.compile(
 def asks_more(question: str, names: list[str]) -> bool:
     """Whether a question that names APIs or options asks more than their mapping ("after hipify
     my hipMemcpyToSymbol on a __constant__ variable does not work: do I wrap the symbol?"): it
-    holds several words beyond the names and the words of asking for an equivalent."""
+    holds several words beyond the names and the words of asking for an equivalent, or a few and
+    asks how, why or whether it needs something ("how can I make process 1 use device 0? Is there
+    an equivalent of CUDA_VISIBLE_DEVICES?")."""
     inside = " ".join(names).lower()  # "rdc" of nvcc's -rdc=true, named by --fgpu-rdc
     words = [
         t
         for t in extra_terms(question, names)
         if not _api_shaped(t) and not t.isdigit() and t not in inside and t not in _PLATFORM_WORDS
     ]
-    if len(words) >= MIXED_WORDS:
+    if len(words) >= MIXED_WORDS or (len(words) >= MIXED_ASKING_WORDS and _ASKS_HOW.search(question)):
         return True
     chinese = _ZH_ASKING.sub("", "".join(re.findall(r"[\u4e00-\u9fff]", question)))
     return len(chinese) >= MIXED_CJK

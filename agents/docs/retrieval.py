@@ -28,243 +28,14 @@ from hipbot.agents.docs.store import (
     search_text,
     segment_vectors,
 )
+from hipbot.agents.docs.vocabulary import GLOSSARY, STOPWORDS
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
 RRF_K = 60
 COMMON_DF = 0.1
-
-STOPWORDS = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "use",
-        "using",
-        "used",
-        "get",
-        "gets",
-        "got",
-        "need",
-        "needs",
-        "want",
-        "wants",
-        "tell",
-        "give",
-        "show",
-        "please",
-        "thanks",
-        "thank",
-        "hi",
-        "hello",
-        "way",
-        "ways",
-        "work",
-        "works",
-    ]
-)
-
-# Porting vocabulary of the seed users (Chinese) -> English words of the docs.
-GLOSSARY = {
-    "共享内存": "shared memory",
-    "统一内存": "unified managed memory",
-    "托管内存": "managed memory",
-    "常量内存": "constant memory",
-    "全局内存": "global memory",
-    "纹理": "texture",
-    "内存": "memory",
-    "显存": "device memory",
-    "拷贝": "copy memcpy",
-    "复制": "copy memcpy",
-    "分配": "allocate malloc",
-    "释放": "free",
-    "线程束": "warp wavefront warpSize",
-    "波前": "wavefront",
-    "线程块": "block thread block",
-    "线程": "thread",
-    "网格": "grid",
-    "核函数": "kernel",
-    "内核": "kernel",
-    "启动": "launch",
-    "流": "stream",
-    "事件": "event",
-    "同步": "synchronize synchronization",
-    "异步": "asynchronous async",
-    "原子": "atomic",
-    "设备": "device",
-    "主机": "host",
-    "编译器": "compiler",
-    "编译": "compile compiler hipcc",
-    "链接": "link",
-    "性能": "performance",
-    "优化": "optimization",
-    "调试": "debugging debug",
-    "日志": "logging log",
-    "错误": "error",
-    "报错": "error",
-    "不支持": "not supported unsupported",
-    "支持": "supported",
-    "等价": "equivalent",
-    "对应": "equivalent",
-    "替代": "replace equivalent",
-    "替换": "replace",
-    "弃用": "deprecated",
-    "废弃": "deprecated",
-    "移除": "removed",
-    "删除": "removed",
-    "实验": "experimental",
-    "版本": "version",
-    "函数": "function",
-    "驱动": "driver",
-    "运行时": "runtime",
-    "上下文": "context",
-    "模块": "module",
-    "图": "graph",
-    "洗牌": "shuffle shfl",
-    "归约": "reduction reduce",
-    "求和": "sum reduction",
-    "结果错误": "wrong results",
-    "移植": "port porting",
-    "转换": "convert hipify",
-    "头文件": "header include",
-    "宏": "macro",
-    "平台": "platform",
-    "架构": "architecture",
-    "寄存器": "register",
-    "占用率": "occupancy",
-    "带宽": "bandwidth",
-    "精度": "precision",
-    "浮点": "floating point",
-    "半精度": "half precision fp16",
-    "矩阵": "matrix",
-    "协作组": "cooperative groups",
-    "动态并行": "dynamic parallelism",
-    "环境变量": "environment variable",
-    "可见": "visible",
-    "只使用": "only visible devices restrict",
-    "只用": "only visible devices restrict",
-    "限制": "limit restrict",
-    "指定": "specify select",
-    "选择": "select",
-    "多大": "size",
-    "大小": "size",
-    "多少": "how many size",
-    "数量": "number count",
-    "汇编": "assembly",
-    "内联": "inline",
-}
+ASK_WEIGHT = 0.3  # share of the asking sentence in the vector that scores an answer's sentences
 
 
 @dataclass(frozen=True)
@@ -389,6 +160,19 @@ def expand_query(question: str) -> str:
     return " ".join([topic_of(question), *extra, *glossary]).strip()
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+")
+
+
+def asked_part(question: str) -> str:
+    """The sentence of a question that asks (the last one ending in "?", else the last one), when
+    it has other sentences that tell the setting; else the question itself."""
+    parts = [p for p in _SENTENCE_END.split(question.strip()) if len(p.split()) >= 3]
+    if len(parts) < 2:
+        return question
+    asking = [p for p in parts if p.endswith("?")]
+    return (asking or parts)[-1]
+
+
 def query_terms(text: str) -> list[str]:
     """Lower-cased search words (ASCII words of any question, stop words dropped), in order, unique."""
     seen: dict[str, None] = {}
@@ -461,10 +245,15 @@ class Retriever:
     def segment_scores(
         self, passages: list[Passage], question: str
     ) -> dict[int, list[tuple[int, int, float]]]:
-        """(start, end, cosine with the question) of the stored sentence embeddings of each passage."""
+        """(start, end, cosine with the question) of the stored sentence embeddings of each passage.
+        A question that tells its setting before it asks is scored against the asking sentence too
+        (``ASK_WEIGHT``): the sentence that answers matches what is asked more than the setting."""
         vector = self.question_vector(question)
         if vector is None:
             return {}
+        ask = asked_part(question)
+        if ask != question and not has_cjk(question):
+            vector = (1 - ASK_WEIGHT) * vector + ASK_WEIGHT * self._embed(expand_query(ask))
         out: dict[int, list[tuple[int, int, float]]] = {}
         for passage in passages:
             rows = self.segment_rows.get(passage.chunk_id)

@@ -33,6 +33,16 @@ def test_a_question_that_asks_more_than_the_equivalent_gets_the_row_and_the_docs
     assert "HIP/docs/reference/kernel_language.rst" in paths(answer)
 
 
+def test_a_mixed_question_gets_the_row_in_one_line_then_the_docs(engine) -> None:
+    answer = engine.ask("my kernel uses __shfl_xor_sync, how do I get it to compile with hipcc?")
+    assert answer.mode == "extractive" and answer.apis[0]["cuda"] == "__shfl_xor_sync"
+    row = answer.answer.splitlines()[0]
+    assert row.startswith("`__shfl_xor_sync` has no HIP equivalent") and len(row) < 120
+    # the table and the docs disagree: both, with the version and the macro
+    assert "HIP_ENABLE_WARP_SYNC_BUILTINS" in answer.answer and "6.2" in answer.answer
+    assert CITATION.search(answer.answer)
+
+
 def test_nvcc_flags_macros_and_environment_variables_are_lookups(engine) -> None:
     rdc = engine.ask("what replaces nvcc's -rdc=true under hipcc?")
     assert rdc.mode == "lookup" and "`--fgpu-rdc`" in rdc.answer and "relocatable" in rdc.answer

@@ -13,9 +13,11 @@ from hipbot.agents.docs.compose import ANSWER_CHARS, compose
 from hipbot.agents.docs.feedback import voted
 from hipbot.agents.docs.generate import checked
 from hipbot.agents.docs.labels import label, language_of
+from hipbot.agents.docs.lookup import asks_more, brief
 from hipbot.agents.docs.options import OptionIndex, ProseChunk, extract
-from hipbot.agents.docs.retrieval import Passage
+from hipbot.agents.docs.retrieval import Passage, asked_part, expand_query, query_terms
 from hipbot.agents.docs.sentences import units
+from hipbot.agents.hipify.mappings import ApiMapping
 from hipbot.bot.state import BotState
 from hipbot.cli import main
 
@@ -124,6 +126,46 @@ def test_option_rows_come_from_tables_headings_and_prose_and_nvcc_flags_map_to_t
     ((_, macro),) = index.find("what is HIP_ENABLE_WARP_SYNC_BUILTINS")
     assert macro[0].kind == "macro" and "preprocessor macro" in macro[0].text
     assert index.find("nothing to see here") == []
+
+
+def test_a_question_asks_more_than_the_mapping_when_it_asks_how_or_why_beyond_the_names() -> None:
+    cuda_env = ["CUDA_VISIBLE_DEVICES"]
+    assert asks_more(
+        "With 2 GPUs, how can I make process 1 use device 0? Is there a CUDA_VISIBLE_DEVICES?", cuda_env
+    )
+    assert asks_more(
+        "Do I need hipFuncSetAttribute before launching with 64 KB of LDS?", ["hipFuncSetAttribute"]
+    )
+    assert not asks_more("How do I replace cudaMemcpyAsync?", ["cudaMemcpyAsync"])
+    assert not asks_more("is CUDA_VISIBLE_DEVICES supported on AMD GPUs?", cuda_env)
+
+
+def test_a_row_in_one_line_for_answers_that_go_on_to_the_docs() -> None:
+    table = "HIPIFY/docs/tables/CUDA_Runtime_API_functions_supported_by_HIP.md"
+    row = ApiMapping(
+        "cudaMemcpy", "hipMemcpy", "CUDA_Runtime_API_functions", "11. Memory", table, hip_added="1.5.0"
+    )
+    assert brief(row) == "`cudaMemcpy` \u2192 `hipMemcpy` (Supported, added in HIP 1.5.0)."
+    assert brief(row, "zh") == "`cudaMemcpy` \u2192 `hipMemcpy`（已支持, added in HIP 1.5.0）。"
+    gone = ApiMapping("cudaBindTexture", None, "CUDA_Runtime_API_functions", "37. Texture", table)
+    assert brief(gone) == (
+        "`cudaBindTexture` has no HIP equivalent (HIPIFY's CUDA Runtime API table lists it as not supported)."
+    )
+
+
+def test_the_asking_sentence_of_a_question_that_tells_its_setting_first() -> None:
+    told = "hipify-clang runs without errors. The .hip file has no changes. What am I missing?"
+    assert asked_part(told) == "What am I missing?"
+    assert asked_part("How do I enable the sync shuffles?") == "How do I enable the sync shuffles?"
+    assert asked_part("My build fails on MI250. Please help, it says gfx90a is unknown") == (
+        "Please help, it says gfx90a is unknown"
+    )
+
+
+def test_chinese_questions_get_the_docs_english_words_for_building_debugging_and_llm_work() -> None:
+    words = query_terms(expand_query("MI300X 上跑大模型推理，量化之后显存不足怎么定位？"))
+    assert {"llm", "inference", "quantization", "memory", "debug"} <= set(words)
+    assert "install" in query_terms(expand_query("ROCm 版 PyTorch 怎么安装？"))
 
 
 def test_generated_citations_are_renumbered_and_an_answer_citing_nothing_retrieved_is_refused() -> None:
