@@ -6,9 +6,9 @@ Two kinds of question files:
 - the earlier sets (questions.jsonl, questions_holdout.jsonl, questions_blind.jsonl):
   {"question", "type": "lookup"|..., "sources", "facts", "api", "hip"}; correct = every fact in the
   answer (the `answer` field, not "More") and an expected source among the first 5;
-- the real set (questions_real.jsonl, real questions from ROCm/HIP, HIPIFY, ROCm and LLM-on-ROCm
-  issues): {"id", "question", "lang", "kind", "reference", "expect", "source_url"}; correct = every
-  expected term in the answer, cited = the answer has sources.
+- the real sets (questions_real.jsonl and questions_real2.jsonl, real questions from ROCm/HIP,
+  HIPIFY, ROCm and LLM-on-ROCm issues): {"id", "question", "lang", "kind", "reference", "expect",
+  "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
 
 Prints per set: correct(+cited) overall, by kind and by language, answer length median/p90
 (characters of the `answer` field), latency p50/p95 after the model is loaded, and with --ingest
@@ -31,7 +31,13 @@ from hipbot.agents.docs.store import load_apis
 from hipbot.config import find_docs_corpus, load_settings
 
 HERE = Path(__file__).parent
-SETS = ("questions.jsonl", "questions_holdout.jsonl", "questions_blind.jsonl", "questions_real.jsonl")
+SETS = (
+    "questions.jsonl",
+    "questions_holdout.jsonl",
+    "questions_blind.jsonl",
+    "questions_real.jsonl",
+    "questions_real2.jsonl",
+)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 NOTE_CHARS = 360  # the docs' words added under a mapping row
+COMPOSE_EXTRA = 2  # passages beyond k whose sentences an answer may quote (cited, never listed uncited)
 _VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
 
@@ -335,7 +336,8 @@ class Answerer:
     ) -> Answer:
         option_names = [rows[0].name for _, rows in options]
         names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
-        passages = self.retriever.search(question, k=k, identifiers=names)
+        # The answer's sentences may come from a few more passages than are listed and shown.
+        passages = self.retriever.search(question, k=k + COMPOSE_EXTRA, identifiers=names)
         fact_lines, records, table_sources = (
             self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
         )
@@ -351,7 +353,7 @@ class Answerer:
         weights = self.retriever.term_weights(terms, names)
         dense = self.retriever.segment_scores(passages, question)
         lead = dedupe_sources(table_sources + option_sources)
-        composed = compose(question, passages, weights, dense, fact_lines, lang, lead=lead)
+        composed = compose(question, passages, weights, dense, fact_lines, lang, lead=lead, listed=k)
         if self.settings.llm_url and passages:
             try:
                 answer = generated(self.settings, question, passages, fact_lines, terms, lang)

@@ -211,13 +211,17 @@ def _similar(a: str, b: str) -> bool:
     return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) > 0.6
 
 
-def _pick(scored: list[Scored], budget: int) -> list[Scored]:
+def _pick(scored: list[Scored], budget: int, passages: int) -> list[Scored]:
     """The best unit, then the next best that are close enough, whole (a unit that does not fit is
-    skipped, never cut), until the budget is spent or four are chosen."""
+    skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
+    are chosen."""
     chosen: list[Scored] = []
     used = 0
     for item in scored:
         if item.unit.kind == "code":
+            continue
+        quoted = {c.passage for c in chosen}
+        if item.passage not in quoted and len(quoted) >= passages:
             continue
         if chosen and item.score < KEEP_RATIO * chosen[0].score:
             break
@@ -266,19 +270,25 @@ def compose(
     lang: str = "en",
     budget: int = ANSWER_CHARS,
     lead: list[dict[str, str]] | None = None,
+    listed: int | None = None,
 ) -> Composed:
     """The short answer: ``fact_lines`` (mapping rows, options) first, then a direct sentence or
     2-4 bullets from the passages, each with its citation; sources ordered so [n] is sources[n-1],
-    after ``lead`` (the sources of the fact lines)."""
+    after ``lead`` (the sources of the fact lines). The sentences come from at most ``listed``
+    passages, any of ``passages``; the sources and "More" are those and the best uncited ones, at
+    most ``listed`` in all."""
     lead = dedupe_sources(lead or [])
     fact_lines = list(fact_lines or [])
     words = [t for t, _ in terms]
-    more = full_passages(passages, words, lang)
+    listed = len(passages) if listed is None else listed
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
     scored = score_units(passages, terms, dense, question)
-    chosen = _pick(scored, room)
+    chosen = _pick(scored, room, listed)
     if not chosen and not fact_lines:
-        return Composed(label("nothing", lang), [p.source() for p in passages], more)
+        shown = passages[:listed]
+        return Composed(
+            label("nothing", lang), [p.source() for p in shown], full_passages(shown, words, lang)
+        )
     # Citation numbers follow the sources list, where two passages of one section are one source.
     keys: list[tuple[str, str]] = [(s["path"], s["section"]) for s in lead]
     order: list[int] = []  # passage indexes in citation order
@@ -308,7 +318,10 @@ def compose(
     elif chosen:
         body.extend(f"- {c.unit.text} [{cite[c.passage]}]" for c in chosen)
     cited_sources = [passages[i].source() for i in order]
-    rest = [p.source() for i, p in enumerate(passages) if i not in cite]
+    uncited = [i for i in range(min(listed, len(passages))) if i not in cite][: max(listed - len(order), 0)]
+    rest = [passages[i].source() for i in uncited]
+    shown = [p for i, p in enumerate(passages) if i in cite or i in uncited]
+    more = full_passages(shown, words, lang)
     text = "\n".join([*fact_lines, *body]).strip()
     sources = dedupe_sources(lead + cited_sources + rest)
     return Composed(text, sources, more, [passages[i].chunk_id for i in order])

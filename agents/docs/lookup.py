@@ -322,19 +322,34 @@ def _labels(row: ApiMapping) -> tuple[str, str, str]:
     return cuda_label, hip_label, roc_label
 
 
-def _versions(row: ApiMapping, side: str, product: str) -> str:
+_VERSION_WORDS = {
+    "en": {
+        "added": "added in {product} {value}",
+        "deprecated": "deprecated in {product} {value}",
+        "changed": "changed in {product} {value}",
+        "removed": "removed in {product} {value}",
+        "experimental": "experimental in {product} {value}",
+        "sep": ", ",
+    },
+    "zh": {
+        "added": "{product} {value} 加入",
+        "deprecated": "{product} {value} 弃用",
+        "changed": "{product} {value} 变更",
+        "removed": "{product} {value} 移除",
+        "experimental": "{product} {value} 起为实验性",
+        "sep": "，",
+    },
+}
+
+
+def _versions(row: ApiMapping, side: str, product: str, lang: str = "en") -> str:
+    words = _VERSION_WORDS.get(lang, _VERSION_WORDS["en"])
     parts = []
-    for key, word in (
-        ("added", "added in"),
-        ("deprecated", "deprecated in"),
-        ("changed", "changed in"),
-        ("removed", "removed in"),
-        ("experimental", "experimental in"),
-    ):
+    for key in ("added", "deprecated", "changed", "removed", "experimental"):
         value = getattr(row, f"{side}_{key}", None)
         if value:
-            parts.append(f"{word} {product} {value}")
-    return ", ".join(parts)
+            parts.append(words[key].format(product=product, value=value))
+    return words["sep"].join(parts)
 
 
 _STATUS = {
@@ -371,14 +386,14 @@ def describe(row: ApiMapping, asked: str | None = None, lang: str = "en") -> str
     words = _STATUS.get(lang, _STATUS["en"])
     cuda_label, hip_label, roc_label = _labels(row)
     where = words["section"].format(label=cuda_label, section=row.section)
-    cuda_versions = _versions(row, "cuda", "CUDA")
+    cuda_versions = _versions(row, "cuda", "CUDA", lang)
     lines = []
     if row.hip:
         head = label("equivalent", lang, cuda=row.cuda, hip=row.hip, label=hip_label, where=where)
         if asked and asked == row.hip:
             head = words["reverse"].format(hip=row.hip, cuda=row.cuda, where=where)
         lines.append(head)
-        hip_versions = _versions(row, "hip", "HIP")
+        hip_versions = _versions(row, "hip", "HIP", lang)
         status = words[row.status]
         lines.append(words["head"] + status + (f" ({hip_versions})." if hip_versions else "."))
     else:
@@ -386,7 +401,7 @@ def describe(row: ApiMapping, asked: str | None = None, lang: str = "en") -> str
     if cuda_versions:
         lines.append(f"CUDA: {cuda_versions}.")
     if row.roc:
-        roc_versions = _versions(row, "roc", roc_label)
+        roc_versions = _versions(row, "roc", roc_label, lang)
         lines.append(
             words["roc"].format(roc=roc_label)
             + f"`{row.roc}`"
@@ -405,8 +420,9 @@ def brief(row: ApiMapping, lang: str = "en") -> str:
     cuda_label, _, roc_label = _labels(row)
     if row.hip is None:
         return label("no_equivalent_brief", lang, cuda=row.cuda, table=cuda_label)
-    versions = _versions(row, "hip", "HIP")
-    status = _STATUS.get(lang, _STATUS["en"])[row.status] + (f", {versions}" if versions else "")
+    versions = _versions(row, "hip", "HIP", lang)
+    sep = _VERSION_WORDS.get(lang, _VERSION_WORDS["en"])["sep"]
+    status = _STATUS.get(lang, _STATUS["en"])[row.status] + (f"{sep}{versions}" if versions else "")
     roc = f"; {roc_label} `{row.roc}`" if row.roc else ""
     return label("equivalent_brief", lang, cuda=row.cuda, hip=row.hip, status=status + roc)
 

@@ -57,6 +57,8 @@ def test_a_chinese_question_gets_chinese_fixed_parts(engine) -> None:
     none = engine.ask("cudaDeviceGetNvSciSyncAttributes 在 HIP 中对应什么？")
     assert "没有 HIP 对应项" in none.answer and "`cudaDeviceGetNvSciSyncAttributes`" in none.answer
     assert none.apis[0]["status"] == "unsupported"
+    versions = engine.ask("cudaMemcpy 在 HIP 中对应什么？")
+    assert "HIP 状态：已支持" in versions.answer and "HIP 1.5.0 加入" in versions.answer
     english = engine.ask("is cudaDeviceGetNvSciSyncAttributes supported?")
     assert "no HIP equivalent" in english.answer and "没有" not in english.answer
 

@@ -56,9 +56,6 @@ def test_library_names_are_not_taken_for_misspelt_apis(engine) -> None:
     assert all(a["query"] != "hipcub" for a in answer.apis)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="since ROCm/docs joined, the FAQ's API list outranks the library table"
-)
 def test_extract_is_trimmed_on_the_rare_word(engine) -> None:
     # The library table is long; the row asked about must survive the trimming, not its header.
     answer = engine.ask("what's the hip equivalent of thrust")

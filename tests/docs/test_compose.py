@@ -80,6 +80,19 @@ def test_a_direct_sentence_with_its_citation_and_sources_ordered_by_citation() -
     assert "Streams run work in order" in out.more  # the full passages stay for "More"
 
 
+def test_a_sentence_may_come_from_a_passage_beyond_those_listed_and_sources_stay_within_listed() -> None:
+    first = passage("Streams run work in order.", 1, "Streams", "HIP/docs/s.md")
+    second = passage("Events mark points in a stream.", 2, "Events", "HIP/docs/e.md")
+    warp = passage(WRAPPED, 3)
+    question = "how do I enable the sync shuffles?"
+    out = compose(question, [first, second, warp], weights("enable", "macro"), {}, listed=2)
+    assert "HIP_ENABLE_WARP_SYNC_BUILTINS" in out.text and out.text.endswith("[1]")
+    # the cited passage, then the best uncited one: two sources, as listed
+    assert [s["path"] for s in out.sources] == ["HIP/docs/x.rst", "HIP/docs/s.md"]
+    assert "Streams run work" in out.more and "HIP_ENABLE_WARP_SYNC_BUILTINS" in out.more
+    assert "Events mark points" not in out.more
+
+
 def test_several_sentences_that_answer_alike_become_bullets_within_the_budget() -> None:
     long = (
         "The wavefront setting decides how many lanes run together on CDNA GPUs. "
@@ -146,7 +159,7 @@ def test_a_row_in_one_line_for_answers_that_go_on_to_the_docs() -> None:
         "cudaMemcpy", "hipMemcpy", "CUDA_Runtime_API_functions", "11. Memory", table, hip_added="1.5.0"
     )
     assert brief(row) == "`cudaMemcpy` \u2192 `hipMemcpy` (Supported, added in HIP 1.5.0)."
-    assert brief(row, "zh") == "`cudaMemcpy` \u2192 `hipMemcpy`（已支持, added in HIP 1.5.0）。"
+    assert brief(row, "zh") == "`cudaMemcpy` \u2192 `hipMemcpy`（已支持，HIP 1.5.0 加入）。"
     gone = ApiMapping("cudaBindTexture", None, "CUDA_Runtime_API_functions", "37. Texture", table)
     assert brief(gone) == (
         "`cudaBindTexture` has no HIP equivalent (HIPIFY's CUDA Runtime API table lists it as not supported)."
