@@ -40,6 +40,9 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[:,]$")
+# Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
+# directive left in the text (":::{grid-item-card} ...").
+_NOT_PROSE = re.compile(r"[\[$#>]|\(gdb\)|:\d+:\S|:::")
 # Names a reader can act on: `code`, a macro or variable in capitals, an option, an API name.
 _ACTIONABLE = re.compile(
     r"`[^`\s][^`]*`|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b__\w+\b|(?<![\w/-])--?[a-z][\w-]+=?|"
@@ -190,7 +193,7 @@ def score_units(
                 or _FILLER.search(unit.text)
             ):
                 score *= 0.5  # code is attached to a sentence, never the answer's first line
-            elif unit.text.count('"') >= 4 or unit.text.startswith(("[", "$", "#")) or len(unit.text) > 350:
+            elif unit.text.count('"') >= 4 or _NOT_PROSE.match(unit.text) or len(unit.text) > 350:
                 score *= 0.6  # csv-table cells, console output, run-on text
             out.append(Scored(unit, rank, score))
     out.sort(key=lambda s: -s.score)

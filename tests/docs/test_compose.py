@@ -93,6 +93,19 @@ def test_a_sentence_may_come_from_a_passage_beyond_those_listed_and_sources_stay
     assert "Events mark points" not in out.more
 
 
+def test_console_log_and_directive_lines_are_not_the_answer() -> None:
+    text = (
+        "(gdb) run Starting program: /home/test/app, memory access fault in kernel vadd\n\n"
+        ":3:rocdevice.cpp :2589: memory access fault in kernel vadd\n\n"
+        ":::{grid-item-card} Debugging a memory access fault in a kernel\n\n"
+        "The debug agent names the kernel that caused the memory access fault."
+    )
+    out = compose(
+        "which kernel caused the memory access fault?", [passage(text)], weights("fault", "kernel"), {}
+    )
+    assert out.text.startswith("The debug agent names the kernel")
+
+
 def test_several_sentences_that_answer_alike_become_bullets_within_the_budget() -> None:
     long = (
         "The wavefront setting decides how many lanes run together on CDNA GPUs. "
