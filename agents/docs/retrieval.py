@@ -202,7 +202,7 @@ class Retriever:
         self.group_chunks = list(self.segment_rows)
         self.group_starts = np.array([rows[0] for rows in self.segment_rows.values()], dtype=np.int64)
         self._embedder = None
-        self._last_query: tuple[str, np.ndarray] | None = None
+        self._last_query: tuple[str, np.ndarray, np.ndarray] | None = None
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
         self.prose_count = 0
@@ -214,12 +214,13 @@ class Retriever:
     def dense_available(self) -> bool:
         return len(self.ids) > 0
 
-    def _embed(self, text: str) -> np.ndarray:
+    def _embed(self, *texts: str) -> np.ndarray:
+        """One row per text, encoded in one call (two short texts cost little more than one)."""
         if self._embedder is None:
             from hipbot.agents.docs.embeddings import get_embedder
 
             self._embedder = get_embedder(self.model)
-        return self._embedder.encode_query(text)
+        return self._embedder.encode(list(texts))
 
     def warm_up(self) -> None:
         """Load the embedding model now rather than on the first question."""
@@ -233,27 +234,32 @@ class Retriever:
         expanded = expand_query(question)
         return " ".join(query_terms(expanded)) if has_cjk(question) else expanded
 
-    def question_vector(self, question: str) -> np.ndarray | None:
-        """The question's embedding (the last one is kept: search and composition share it)."""
+    def question_vector(self, question: str, asking: bool = False) -> np.ndarray | None:
+        """The question's embedding or, with ``asking``, the one that scores an answer's sentences:
+        a question that tells its setting before it asks weighs its asking sentence in
+        (``ASK_WEIGHT``), as the sentence that answers matches what is asked more than the setting.
+        Both are made in one call and kept for the last question (search and composition share them)."""
         text = self.dense_text(question)
         if not text.strip() or not self.dense_available:
             return None
         if self._last_query is None or self._last_query[0] != text:
-            self._last_query = (text, self._embed(text))
-        return self._last_query[1]
+            ask = asked_part(question)
+            if ask != question and not has_cjk(question):
+                whole, part = self._embed(text, expand_query(ask))
+                self._last_query = (text, whole, (1 - ASK_WEIGHT) * whole + ASK_WEIGHT * part)
+            else:
+                (whole,) = self._embed(text)
+                self._last_query = (text, whole, whole)
+        return self._last_query[2] if asking else self._last_query[1]
 
     def segment_scores(
         self, passages: list[Passage], question: str
     ) -> dict[int, list[tuple[int, int, float]]]:
-        """(start, end, cosine with the question) of the stored sentence embeddings of each passage.
-        A question that tells its setting before it asks is scored against the asking sentence too
-        (``ASK_WEIGHT``): the sentence that answers matches what is asked more than the setting."""
-        vector = self.question_vector(question)
+        """(start, end, cosine with the question, its asking sentence weighed in) of the stored
+        sentence embeddings of each passage."""
+        vector = self.question_vector(question, asking=True)
         if vector is None:
             return {}
-        ask = asked_part(question)
-        if ask != question and not has_cjk(question):
-            vector = (1 - ASK_WEIGHT) * vector + ASK_WEIGHT * self._embed(expand_query(ask))
         out: dict[int, list[tuple[int, int, float]]] = {}
         for passage in passages:
             rows = self.segment_rows.get(passage.chunk_id)
