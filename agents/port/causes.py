@@ -9,7 +9,7 @@ import re
 from hipbot.agents.hipify import mappings
 from hipbot.agents.port import rocm
 from hipbot.agents.port.compiler import CompileResult, Diag
-from hipbot.agents.port.libraries import header_cause
+from hipbot.agents.port.libraries import header_cause, identifier_cause
 from hipbot.agents.port.report import Cause
 from hipbot.agents.port.rules import NO_MEMBER, NOT_FOUND, UNDECLARED, UnitState
 from hipbot.agents.port.source_fixes import included_files
@@ -33,6 +33,11 @@ def _unsupported_cuda(name: str) -> str | None:
         lib = rows[0].library.replace("_API", "").replace("_", " ")
         return f"{name} ({lib}): no HIP equivalent"
     return None
+
+
+def _hip_name(name: str) -> str | None:
+    rows = mappings.load().by_cuda.get(name)
+    return next((r.hip for r in rows or () if r.hip), None)
 
 
 _PTX_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"([^\"]*)")
@@ -124,6 +129,11 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",
             )
     for diag in errors:
+        if re.match(r"[ \t]*include[ \t]*[<\"]", _source_line(state, diag)):
+            return Cause(
+                "not-valid-cuda",
+                f"'#include' written without its '#' at {diag.file}:{diag.line}; nvcc refuses it too",
+            )
         m = re.search(
             r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
             diag.message,
@@ -144,11 +154,27 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "rocm-version",
                 f"{name} needs ROCm {added[0]}.{added[1]} (target {state.rocm[0]}.{state.rocm[1]}; --rocm to change)",
             )
+        cause = identifier_cause(name)
+        if cause is not None:
+            return cause
         text = _unsupported_cuda(name)
         if text:
             return Cause("no-hip-equivalent", text)
+        hip = _hip_name(name)
+        if hip:
+            return Cause(
+                "untranslated",
+                f"'{name}' ({diag.file}:{diag.line}) is a CUDA name translation did not reach (a macro builds it "
+                f"with ## or hides it): its HIP name is {hip}",
+            )
     for diag in errors:
         m = NO_MEMBER.search(diag.message)
+        if m and m.group(1).startswith("meta_group_") and "thread_block_tile" in m.group(2):
+            return Cause(
+                "rocm-version",
+                f"cooperative groups tiles have no {m.group(1)}() in ROCm {state.rocm[0]}.{state.rocm[1]} "
+                f"({diag.file}:{diag.line}): a newer ROCm has it (--rocm to target one)",
+            )
         if m and m.group(2) in ("hipDeviceProp_t", "hipDeviceProp_tR0600"):
             return Cause(
                 "rocm-version",

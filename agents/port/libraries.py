@@ -4,6 +4,7 @@ that HIP has no counterpart)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hipbot.agents.port.report import Cause
 
@@ -52,7 +53,6 @@ _NO_HIP: dict[str, str] = {
     "nvjpeg.h": "nvJPEG (rocJPEG is a separate library)",
     "cufile.h": "cuFile / GPUDirect Storage",
     "nvrtc.h": "NVRTC (hipRTC has a different API)",
-    "cuda_gl_interop.h": "CUDA-OpenGL interop (hip_gl_interop.h is not in this ROCm)",
     "cudnn": "cuDNN (MIOpen's API differs)",
     "cutlass": "CUTLASS",
     "cute": "CuTe (CUTLASS)",
@@ -70,9 +70,36 @@ _NO_HIP: dict[str, str] = {
 }
 
 
+# Windows SDK / MSVC runtime headers: a unit that needs them is written for Windows, where ROCm's
+# hipcc (Linux) does not run it
+_WINDOWS = frozenset(
+    [
+        "windows.h",
+        "conio.h",
+        "tlhelp32.h",
+        "direct.h",
+        "io.h",
+        "process.h",
+        "tchar.h",
+        "winbase.h",
+        "windef.h",
+        "winsock2.h",
+        "intrin.h",
+        "crtdbg.h",
+        "psapi.h",
+        "shlwapi.h",
+    ]
+)
+
+
 def header_cause(header: str) -> Cause | None:
     """The cause for a missing header, or None when it is not a library's."""
     low = header.lower()
+    if low in _WINDOWS:
+        return Cause(
+            "windows-only",
+            f"<{header}> is a Windows header: this unit is written for Windows (MSVC), not for Linux where ROCm runs",
+        )
 
     def hit(key: str) -> bool:
         tail = "" if key == "npp" else "(?![a-z0-9])"  # nppi.h, npps.h, nppcore.h
@@ -93,3 +120,28 @@ def header_cause(header: str) -> Cause | None:
 
 
 HEADER_CAUSES = tuple(_LIBS) + tuple(_NO_HIP)
+
+# the names hipify gives a library's API -> the header key of :data:`_LIBS`
+_API_PREFIXES = ("hipblas", "hipfft", "hipsolver", "hipcub", "rocblas", "hipsparse", "hiprand", "nccl")
+
+
+def identifier_cause(
+    name: str, include_dirs: tuple[str, ...] = ("/usr/include", "/opt/rocm/include")
+) -> Cause | None:
+    """A library's type or function used with no header of it included: when the library is not
+    installed, that is the first thing the porter needs (the unit includes no header of it, so
+    nvcc needs one too)."""
+    low = name.lower()
+    key = next((p for p in _API_PREFIXES if low.startswith(p)), None)
+    if key is None:
+        return None
+    lib, pkg = _LIBS[key]
+    if any(Path(d, key).exists() or Path(d, key + ".h").exists() for d in include_dirs):
+        return Cause(
+            "not-valid-cuda",
+            f"'{name}' is {lib}'s, and the unit includes no {lib} header (nvcc refuses it too)",
+        )
+    return Cause(
+        "library",
+        f"needs {lib}, which is not installed (apt install {pkg}); '{name}' is used with no {lib} header included",
+    )

@@ -9,7 +9,10 @@ Shims (each only for targets older than the release that added the real thing):
 - ROCm < 6.1: cooperative groups ``reduce`` with ``plus``/``less``/``greater``/``bit_and``/
   ``bit_or``/``bit_xor`` over a tile's ``shfl_xor`` (``cooperative_groups/reduce.h``).
 - ROCm < 5.4: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
-- Any version: the functions one-instruction inline PTX is rewritten to (``source_fixes.PTX_OPS``).
+- Any version: the functions one-instruction inline PTX is rewritten to (``source_fixes.PTX_OPS``),
+  and the ``T**`` templates CUDA's ``cuda_runtime.h`` has and HIP lacks (:data:`VOID_PP_TEMPLATES`:
+  ``hipHostAlloc``, ``hipMallocHost``, ``hipMallocPitch``, ``hipHostGetDevicePointer``) for calls a
+  cast at the call site cannot reach (the name built by a macro's ``##``).
 """
 
 from __future__ import annotations
@@ -146,6 +149,17 @@ inline hipError_t hipDrvGetErrorString(hipError_t e, const char** s) { *s = hipG
 inline hipError_t hipDrvGetErrorName(hipError_t e, const char** s) { *s = hipGetErrorName(e); return hipSuccess; }
 #endif
 """
+VOID_PP_TEMPLATES = ("hipHostAlloc", "hipMallocHost", "hipMallocPitch", "hipHostGetDevicePointer")
+_VOID_PP = """\
+#if defined(__cplusplus) && !defined(__HIP_DISABLE_CPP_FUNCTIONS__)
+// cuda_runtime.h's C++ templates take any T**; HIP has these with void** only (it has its own
+// templates for hipMalloc, hipHostMalloc, hipMallocManaged and hipMallocAsync).
+template <class T> inline hipError_t hipHostAlloc(T** p, size_t n, unsigned int f) { return hipHostAlloc((void**)p, n, f); }
+template <class T> inline hipError_t hipMallocHost(T** p, size_t n) { return hipMallocHost((void**)p, n); }
+template <class T> inline hipError_t hipMallocPitch(T** p, size_t* pitch, size_t w, size_t h) { return hipMallocPitch((void**)p, pitch, w, h); }
+template <class T> inline hipError_t hipHostGetDevicePointer(T** d, void* h, unsigned int f) { return hipHostGetDevicePointer((void**)d, h, f); }
+#endif
+"""
 _PTX = """\
 // One-instruction inline PTX rewritten by `hipbot port`, with the PTX ISA's semantics
 // (bfe: position and length taken mod 256, bits past bit 31 are 0 for u32 or the sign for s32).
@@ -172,7 +186,16 @@ def shim_text() -> str:
     """The whole ``hip_compat.h``: each part is guarded by the HIP version that made it unneeded."""
     return (
         "// hip_compat.h: written by `hipbot port` for APIs newer than the target ROCm.\n"
-        "#pragma once\n#include <hip/hip_runtime.h>\n\n" + _WARP + "\n" + _CG + "\n" + _DRV + "\n" + _PTX
+        "#pragma once\n#include <hip/hip_runtime.h>\n\n"
+        + _WARP
+        + "\n"
+        + _CG
+        + "\n"
+        + _DRV
+        + "\n"
+        + _VOID_PP
+        + "\n"
+        + _PTX
     )
 
 

@@ -27,7 +27,7 @@ from hipbot.agents.port.fixes import (
     insert_after_hip_include,
     shim_include,
 )
-from hipbot.agents.port.source_fixes import rule_dependent_base, rule_nvcc_guard
+from hipbot.agents.port.source_fixes import rule_dependent_base, rule_identity_define, rule_nvcc_guard
 from hipbot.agents.port.tree import read_text
 
 DOC_HEADERS = "HIPIFY/docs/tables (CUDA headers and their HIP counterparts)"
@@ -72,6 +72,10 @@ CUDA_HEADERS = {
     "sm_60_atomic_functions.h": "",
     "sm_61_intrinsics.h": "",
     "sm_32_intrinsics.h": "",
+    "sm_30_intrinsics.h": "",
+    "sm_35_intrinsics.h": "",
+    "sm_32_atomic_functions.h": "",
+    "sm_35_atomic_functions.h": "",
     "crt/host_defines.h": "",
     "host_defines.h": "",
     "vector_types.h": "hip/hip_vector_types.h",
@@ -83,6 +87,8 @@ CUDA_HEADERS = {
     "hip/cooperative_groups/hip_reduce.h": rocm.SHIM_NAME,
     "cooperative_groups/memcpy_async.h": "hip/hip_cooperative_groups.h",
     "cuda/std/cstdint": "cstdint",
+    # the GL interop API (hipGraphicsGLRegisterBuffer & co.) is in hip_runtime_api.h since HIP 4.5
+    "cuda_gl_interop.h": "",
 }
 
 
@@ -219,8 +225,12 @@ VOID_PP_FIRST = (
     "hipMallocAsync",
     "hipMallocFromPoolAsync",
     "hipMalloc3D",
+    "hipHostGetDevicePointer",
 )
-DOC_OVERLOADS = "HIP/docs/reference (hip_runtime_api.h: hipHostAlloc(void**, size_t, unsigned int) & co.)"
+DOC_OVERLOADS = (
+    "HIP/docs/reference (hip_runtime_api.h: hipHostAlloc(void**, size_t, unsigned int) & co.); "
+    "CUDA Runtime API, C++ API routines (the T** templates)"
+)
 
 
 def _cast_first_argument(text: str, line_no: int, name: str) -> str:
@@ -242,6 +252,21 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
     name, file = m.group(1), Path(diag.file)
     if file.is_absolute() or not (state.root / file).is_file():
         return None
+    text = read_text(state.root / file)
+    if _cast_first_argument(text, diag.line, name) == text:
+        # the name is not on the line (a macro built it with ##): CUDA's templates, in the shim
+        if name not in rocm.VOID_PP_TEMPLATES:
+            return None
+        line = shim_include(state, file)
+        return Fix(
+            "overload",
+            f"{name} takes void** in HIP (CUDA's C++ overload took any T**) and the call is inside a macro: "
+            f"{rocm.SHIM_NAME} has the T** template cuda_runtime.h has",
+            DOC_OVERLOADS,
+            file,
+            lambda t: insert_after_hip_include(t, line),
+            new_files=((Path(rocm.SHIM_NAME), rocm.shim_text()),),
+        )
     return Fix(
         "overload",
         f"{name} takes void** in HIP (CUDA's C++ overload took any T**): the pointer's address is cast",
@@ -382,8 +407,31 @@ def rule_literal_suffix(diag: Diag, state: UnitState) -> Fix | None:
     )
 
 
+def rule_void_main(diag: Diag, state: UnitState) -> Fix | None:
+    """``void main()``: MSVC (the host compiler of Windows CUDA projects) accepts it, C++ and clang
+    do not; ``int main`` without a return statement returns 0, so the program behaves the same."""
+    file = Path(diag.file)
+    if diag.message != "'main' must return 'int'" or file.is_absolute() or not (state.root / file).is_file():
+        return None
+
+    def edit(text: str, line_no: int = diag.line) -> str:
+        lines = text.split("\n")
+        if 0 < line_no <= len(lines):
+            lines[line_no - 1] = re.sub(r"\bvoid(\s+main\s*\()", r"int\1", lines[line_no - 1], count=1)
+        return "\n".join(lines)
+
+    return Fix(
+        "void-main",
+        "main returns void, which MSVC accepts and C++ does not: it returns int (0 when it ends without a return)",
+        "C++ [basic.start.main]: main shall have a return type of type int; reaching its end returns 0",
+        file,
+        edit,
+    )
+
+
 RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_rocm_shim,
+    rule_identity_define,
     rule_header,
     rule_openmp,
     rule_overload,
@@ -391,6 +439,7 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_device_prop,
     rule_hip_first,
     rule_literal_suffix,
+    rule_void_main,
     rule_cooperative_groups,
     rule_nvcc_guard,
     rule_dependent_base,

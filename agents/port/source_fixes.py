@@ -5,6 +5,9 @@ has an exact HIP counterpart.
 - ``#ifdef __NVCC__``: nvcc defines ``__NVCC__`` in every pass, hipcc defines ``__HIPCC__`` (HIPIFY
   renames ``__CUDACC__`` only), so declarations behind the guard vanish and their uses are
   undeclared. The guard is renamed in the file's preprocessor lines.
+- ``#define cudaDeviceMapHost hipDeviceMapHost``: a project's own CUDA-to-HIP aliases become
+  ``#define hipDeviceMapHost hipDeviceMapHost`` once translated; for a HIP macro that redefines it
+  as itself, so the name no longer expands to its value. The identity lines are removed.
 - ``asm("bfe.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))`` and the other one-line
   integer instructions of :data:`PTX_OPS`: an assignment from the ``hip_compat.h`` function with the
   PTX ISA's semantics (``-fsyntax-only`` passes PTX unassembled, so the build would fail on it).
@@ -58,6 +61,40 @@ def rule_nvcc_guard(diag: Diag, state: UnitState) -> Fix | None:
                 rel,
                 lambda text: _NVCC_GUARD.sub(
                     lambda m: re.sub(r"\b__NVCC__\b", "__HIPCC__", m.group(0)), text
+                ),
+            )
+    return None
+
+
+DOC_ALIAS = (
+    "C++ [cpp.rescan]: a macro's own name in its replacement is not expanded again, so "
+    "#define X X hides X's earlier definition; HIPIFY translates both sides of a project's CUDA->HIP aliases"
+)
+_IDENTITY = r"^[ \t]*#[ \t]*define[ \t]+({})[ \t]+\1[ \t]*(?://[^\n]*)?$"
+
+
+def rule_identity_define(diag: Diag, state: UnitState) -> Fix | None:
+    """An undeclared HIP name that a project file defines as itself (``#define hipX hipX``, what a
+    ``#define cudaX hipX`` alias becomes once translated): the file's identity defines go."""
+    m = UNDECLARED.search(diag.message)
+    name = next((g for g in m.groups() if g), "") if m else ""
+    if not name.startswith("hip"):
+        return None
+    one = re.compile(_IDENTITY.format(re.escape(name)), re.M)
+    for paths in state.files_by_name.values():
+        for rel in paths:
+            text = read_text(state.root / rel)
+            if name not in text or not one.search(text):
+                continue
+            every = re.compile(_IDENTITY.format(r"hip\w*"), re.M)
+            return Fix(
+                "identity-define",
+                f"{rel} defines {name} as itself (a CUDA->HIP alias after translation), which hides HIP's "
+                "own definition: the identity #defines are removed",
+                DOC_ALIAS,
+                rel,
+                lambda t, every=every: every.sub(
+                    lambda mm: f"// hipbot port: '#define {mm.group(1)} {mm.group(1)}' removed", t
                 ),
             )
     return None
