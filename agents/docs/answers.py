@@ -191,6 +191,8 @@ class Answerer:
         lines: list[str] = []
         records: list[dict] = []
         sources: list[dict[str, str]] = []
+        # names the docs declare though the tables do not: one line per passage that says so
+        disagreeing: dict[int, tuple[int, Passage, list[str]]] = {}
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:rows_each]
@@ -202,15 +204,22 @@ class Answerer:
                 records.append(api_record(row, hit.name, self.urls))
                 sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
             declared = self._declared_in_hip_docs(hit.name) if all(r.hip is None for r in rows) else None
-            if declared is not None:
-                lines.append(self._disagreement(hit.name, declared, lang))
-                sources.append(declared.source())
+            if declared is None:
+                continue
+            if declared.chunk_id in disagreeing:
+                at, _, names = disagreeing[declared.chunk_id]
+                names.append(hit.name)
+                lines[at] = self._disagreement(names, declared, lang)
+                continue
+            disagreeing[declared.chunk_id] = (len(lines), declared, [hit.name])
+            lines.append(self._disagreement([hit.name], declared, lang))
+            sources.append(declared.source())
         return lines, records, sources
 
-    def _disagreement(self, name: str, passage: Passage, lang: str) -> str:
-        """The table says "not supported" but the docs declare the API: both, with versions (the
-        docs' sentence that names a ROCm/HIP version or the macro that enables it)."""
-        family = re.sub(r"_sync$", "", name).strip("_").split("_")[0]
+    def _disagreement(self, names: list[str], passage: Passage, lang: str) -> str:
+        """The table says "not supported" but the docs declare the APIs: both, with versions (the
+        docs' sentence that names a ROCm/HIP version or the macro that enables them)."""
+        family = re.sub(r"_sync$", "", names[0]).strip("_").split("_")[0]
         parts = [u for u in units(passage.text) if u.kind == "sentence"]
         scored = sorted(
             parts,
@@ -221,7 +230,8 @@ class Answerer:
         said = " ".join(u.text for u in sorted(scored[:2], key=lambda u: u.start)) if scored else ""
         if len(said) > 360:
             said = said[:359].rsplit(" ", 1)[0] + "\u2026"
-        table = label("table_no_equivalent", lang, version=self.tables_version or "?", name=name)
+        listed = ", ".join(f"`{n}`" for n in names)
+        table = label("table_no_equivalent", lang, version=self.tables_version or "?", names=listed)
         return label(
             "disagree", lang, table_says=table, doc_title=passage.title, doc_section=passage.section, doc=said
         )

@@ -45,8 +45,8 @@ _LABELS: dict[str, dict[str, str]] = {
         "zh": "文档与映射表不一致：{table_says}，但 {doc_title} \u203a {doc_section} 写道：\u201c{doc}\u201d",
     },
     "table_no_equivalent": {
-        "en": "HIPIFY's table (HIP {version}) lists `{name}` as not supported",
-        "zh": "HIPIFY 映射表（HIP {version}）把 `{name}` 列为不支持",
+        "en": "HIPIFY's table (HIP {version}) lists {names} as not supported",
+        "zh": "HIPIFY 映射表（HIP {version}）把 {names} 列为不支持",
     },
     "did_you_mean": {
         "en": "`{token}` is not in HIPIFY's mapping tables. Did you mean {options}?",

@@ -33,6 +33,13 @@ def test_a_question_that_asks_more_than_the_equivalent_gets_the_row_and_the_docs
     assert "HIP/docs/reference/kernel_language.rst" in paths(answer)
 
 
+def test_two_names_the_same_passage_contradicts_get_one_disagreement(engine) -> None:
+    answer = engine.ask("are __shfl_sync and __shfl_up_sync supported in HIP?")
+    assert {a["cuda"] for a in answer.apis} == {"__shfl_sync", "__shfl_up_sync"}
+    assert answer.answer.count("The docs say more than the table") == 1
+    assert "lists `__shfl_sync`, `__shfl_up_sync` as not supported" in answer.answer
+
+
 def test_a_mixed_question_gets_the_row_in_one_line_then_the_docs(engine) -> None:
     answer = engine.ask("my kernel uses __shfl_xor_sync, how do I get it to compile with hipcc?")
     assert answer.mode == "extractive" and answer.apis[0]["cuda"] == "__shfl_xor_sync"
