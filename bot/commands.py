@@ -4,6 +4,10 @@ Everything else is built from ``COMMANDS``: the Discord application-command tree
 (``discord_commands.py``), the console's ``/help`` and dispatch (``console.py``), ``/help`` itself,
 ``hipbot discord commands --json`` and the per-user cooldowns (``Context.check_cooldown``).
 Adding a chat command is one ``Command`` row here plus its handler in ``handlers/``.
+
+Slash-command and option names are marked ``N_()``: Discord shows them in the member's language
+(``discord_commands.Translator``; their translations follow Discord's name rules), while the
+handlers, the console and the JSON tree's ``name`` keep the English ones.
 """
 
 from __future__ import annotations
@@ -144,18 +148,18 @@ ARCHES = (
     ("gfx1030 (RX 6800/6900, W6800)", "gfx1030"),
 )
 JOB_ID = Option(
-    "job_id", description=N_("a job number (see /jobs)"), required=True, complete=handlers.job_choices
+    N_("job_id"), description=N_("a job number (see /jobs)"), required=True, complete=handlers.job_choices
 )
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "ask",
+        N_("ask"),
         handlers.ask,
         N_("Answer a CUDA->HIP porting question from the HIP docs, with sources"),
         usage="/ask QUESTION",
         options=(
             Option(
-                "question",
+                N_("question"),
                 description=N_("e.g. what replaces cudaMemcpyToSymbolAsync?"),
                 required=True,
                 min=1,
@@ -167,21 +171,23 @@ COMMANDS: tuple[Command, ...] = (
         thread=True,
     ),
     Command(
-        "hipify",
+        N_("hipify"),
         handlers.hipify,
         N_("Convert CUDA code to HIP, with AMD porting lints"),
         usage="/hipify [FILE] [--arch gfx90a]",
         options=(
-            Option("code", description=N_("CUDA source (or attach a file)")),
+            Option(N_("code"), description=N_("CUDA source (or attach a file)")),
             Option(
-                "file",
+                N_("file"),
                 Kind.FILE,
                 N_("a .cu, .cuh, .cpp or .h file"),
                 param="attachment",
                 max_bytes=handlers.MAX_CODE_BYTES,
                 check=handlers.check_code_filename,
             ),
-            Option("arch", description=N_("compile the result for this AMD GPU with hipcc"), choices=ARCHES),
+            Option(
+                N_("arch"), description=N_("compile the result for this AMD GPU with hipcc"), choices=ARCHES
+            ),
         ),
         cooldown="hipify_cooldown_s",
         args=Args.OWN,
@@ -205,13 +211,13 @@ COMMANDS: tuple[Command, ...] = (
         menu=N_("Convert to HIP"),
     ),
     Command(
-        "finetune",
+        N_("finetune"),
         handlers.finetune,
         N_("Start a LoRA fine-tune on the community GPUs"),
         usage="/finetune [CONFIG.yaml] [--dataset FILE] [key=value ...]",
         options=(
             Option(
-                "config",
+                N_("config"),
                 Kind.FILE,
                 N_("a LLaMA-Factory train YAML (or give the options below)"),
                 param="yaml_text",
@@ -219,13 +225,15 @@ COMMANDS: tuple[Command, ...] = (
                 decode=True,
             ),
             Option(
-                "dataset", Kind.FILE, N_("a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)")
+                N_("dataset"),
+                Kind.FILE,
+                N_("a dataset file (alpaca or sharegpt; json, jsonl, csv or parquet)"),
             ),
-            Option("model", description=N_("base model (model_name_or_path)")),
-            Option("dataset_name", description=N_("a dataset name from the hub or dataset_info.json")),
-            Option("lora_rank", Kind.INT, N_("LoRA rank (8, 16, 32, 64 ...)"), min=1, max=512),
-            Option("lora_target", description=N_("all, or modules such as q_proj,v_proj")),
-            Option("epochs", Kind.FLOAT, N_("num_train_epochs"), min=0.01, max=100.0),
+            Option(N_("model"), description=N_("base model (model_name_or_path)")),
+            Option(N_("dataset_name"), description=N_("a dataset name from the hub or dataset_info.json")),
+            Option(N_("lora_rank"), Kind.INT, N_("LoRA rank (8, 16, 32, 64 ...)"), min=1, max=512),
+            Option(N_("lora_target"), description=N_("all, or modules such as q_proj,v_proj")),
+            Option(N_("epochs"), Kind.FLOAT, N_("num_train_epochs"), min=0.01, max=100.0),
         ),
         permission=N_("admins and the roles in finetune_roles; per-user and per-server quotas"),
         args=Args.OWN,
@@ -233,13 +241,13 @@ COMMANDS: tuple[Command, ...] = (
         follow_job=True,
     ),
     Command(
-        "jobs",
+        N_("jobs"),
         handlers.jobs,
         N_("List fine-tune jobs"),
         usage="/jobs [mine|all]",
         options=(
             Option(
-                "scope",
+                N_("scope"),
                 description=N_("your jobs, or all of this server's"),
                 choices=((N_("mine"), "mine"), (N_("all"), "all")),
             ),
@@ -248,10 +256,15 @@ COMMANDS: tuple[Command, ...] = (
         ephemeral=True,
     ),
     Command(
-        "job", handlers.job, N_("Show one fine-tune job"), usage="/job ID", options=(JOB_ID,), args=Args.WORD
+        N_("job"),
+        handlers.job,
+        N_("Show one fine-tune job"),
+        usage="/job ID",
+        options=(JOB_ID,),
+        args=Args.WORD,
     ),
     Command(
-        "cancel",
+        N_("cancel"),
         handlers.cancel,
         N_("Cancel a fine-tune job (yours, or any as admin)"),
         usage="/cancel ID",
@@ -259,38 +272,40 @@ COMMANDS: tuple[Command, ...] = (
         permission=N_("the job's owner, or admins"),
         args=Args.WORD,
     ),
-    Command("help", show_help, N_("What hipbot can do"), ephemeral=True, quick=True),
-    Command("models", handlers.models, N_("Published adapters and base models"), usage="/models"),
+    Command(N_("help"), show_help, N_("What hipbot can do"), ephemeral=True, quick=True),
+    Command(N_("models"), handlers.models, N_("Published adapters and base models"), usage="/models"),
     Command(
-        "chat",
+        N_("chat"),
         handlers.chat,
         N_("Chat with a published adapter or a base model"),
         usage="/chat ADAPTER PROMPT",
         options=(
             Option(
-                "adapter",
+                N_("adapter"),
                 description=N_("adapter or base model name (see /models)"),
                 required=True,
                 complete=handlers.model_choices,
             ),
-            Option("prompt", description=N_("your message"), required=True, min=1, max=4000),
+            Option(N_("prompt"), description=N_("your message"), required=True, min=1, max=4000),
         ),
         args=Args.WORD_TEXT,
         stream="**{adapter}**: ",
     ),
     Command(
-        "publish",
+        N_("publish"),
         handlers.publish,
         N_("Publish a finished adapter to the vLLM servers"),
         usage="/publish ADAPTER",
         options=(
-            Option("adapter", description=N_("an adapter name, or a finished job's number"), required=True),
+            Option(
+                N_("adapter"), description=N_("an adapter name, or a finished job's number"), required=True
+            ),
         ),
         permission=N_("the job's owner, or admins"),
         args=Args.WORD,
     ),
     Command(
-        "workers",
+        N_("workers"),
         handlers.workers,
         N_("Registered GPU workers (admin)"),
         usage="/workers",
@@ -300,7 +315,7 @@ COMMANDS: tuple[Command, ...] = (
         ephemeral=True,
     ),
     Command(
-        "ingest",
+        N_("ingest"),
         handlers.ingest,
         N_("Re-read the HIP docs into the answers database (admin)"),
         usage="/ingest",
@@ -310,58 +325,64 @@ COMMANDS: tuple[Command, ...] = (
         ephemeral=True,
     ),
     Command(
-        "config",
+        N_("config"),
         handlers.config,
         N_("This server's bot settings (admins change them)"),
         usage="/config [key=value ...]",
         options=(
             Option(
-                "finetune_roles",
+                N_("finetune_roles"),
                 description=N_(
                     "roles allowed to start fine-tunes (names or ids, comma separated; 'everyone' for all)"
                 ),
             ),
-            Option("admin_roles", description=N_("roles with admin rights in the bot")),
+            Option(N_("admin_roles"), description=N_("roles with admin rights in the bot")),
             Option(
-                "max_running_per_user",
+                N_("max_running_per_user"),
                 Kind.INT,
                 N_("fine-tunes a user may have queued or running"),
                 min=0,
                 max=100,
             ),
             Option(
-                "max_daily_per_user", Kind.INT, N_("fine-tunes a user may start per 24 h"), min=0, max=1000
+                N_("max_daily_per_user"),
+                Kind.INT,
+                N_("fine-tunes a user may start per 24 h"),
+                min=0,
+                max=1000,
             ),
             Option(
-                "max_running_per_guild",
+                N_("max_running_per_guild"),
                 Kind.INT,
                 N_("fine-tunes this server may have queued or running"),
                 min=0,
                 max=1000,
             ),
             Option(
-                "max_daily_per_guild",
+                N_("max_daily_per_guild"),
                 Kind.INT,
                 N_("fine-tunes this server may start per 24 h"),
                 min=0,
                 max=10000,
             ),
             Option(
-                "notice_channel",
+                N_("notice_channel"),
                 Kind.CHANNEL,
                 N_("channel for job status messages"),
                 param="notice_channel_id",
             ),
-            Option("ask_cooldown_s", Kind.FLOAT, N_("seconds between two /ask of one user"), min=0, max=3600),
             Option(
-                "hipify_cooldown_s",
+                N_("ask_cooldown_s"), Kind.FLOAT, N_("seconds between two /ask of one user"), min=0, max=3600
+            ),
+            Option(
+                N_("hipify_cooldown_s"),
                 Kind.FLOAT,
                 N_("seconds between two /hipify of one user"),
                 min=0,
                 max=3600,
             ),
             Option(
-                "language",
+                N_("language"),
                 description=N_(
                     "the language of replies when a member's Discord language is not one the bot speaks"
                 ),

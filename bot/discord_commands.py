@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import re
+import unicodedata
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hipbot.discord")
 
-THREAD_OPTION = "thread"
+THREAD_OPTION = N_("thread")
 _TYPES: dict[Kind, type] = {
     Kind.TEXT: str,
     Kind.INT: int,
@@ -42,17 +42,33 @@ _TYPES: dict[Kind, type] = {
 }
 
 
-# A slash command's or option's name, in any language (Discord's rule); a menu's name may hold spaces.
-_NAME_RE = re.compile(r"^[-_\w]{1,32}$")
 _NAMES = (
     app_commands.TranslationContextLocation.command_name,
+    app_commands.TranslationContextLocation.group_name,
     app_commands.TranslationContextLocation.parameter_name,
 )
+_DEVANAGARI_THAI = ((0x0900, 0x097F), (0x0E00, 0x0E7F))
+
+
+def _valid_name(text: str) -> bool:
+    """Discord's rule for a slash command's, group's or option's name in any language
+    (``^[-_\\p{L}\\p{N}\\p{sc=Deva}\\p{sc=Thai}]{1,32}$``, lowercase where the script has case);
+    a menu's name may hold spaces and capitals."""
+
+    def allowed(char: str) -> bool:
+        return (
+            char in "-_"
+            or unicodedata.category(char)[0] in "LN"
+            or any(lo <= ord(char) <= hi for lo, hi in _DEVANAGARI_THAI)
+        )
+
+    return 1 <= len(text) <= 32 and text == text.lower() and all(allowed(c) for c in text)
 
 
 class Translator(app_commands.Translator):
     """Command and option names, descriptions and choices in each Discord locale the bot speaks,
-    from the same gettext catalogue as the replies."""
+    from the same gettext catalogue as the replies. A name whose translation breaks Discord's rule
+    keeps its English name (Discord would refuse the whole tree)."""
 
     async def translate(
         self,
@@ -67,7 +83,7 @@ class Translator(app_commands.Translator):
         if text == string.message:
             return None
         slash = not isinstance(context.data, app_commands.ContextMenu)
-        if context.location in _NAMES and slash and not _NAME_RE.match(text):
+        if context.location in _NAMES and slash and not _valid_name(text):
             log.warning(
                 "the %s translation of the name %r is not a valid name: %r", language, string.message, text
             )
@@ -253,8 +269,8 @@ async def _value(option: Option, value: Any) -> Any:
         return data.decode("utf-8", errors="strict")
     except UnicodeDecodeError:
         raise HipbotError(
-            _("the {option} file is not UTF-8 text").format(option=option.name),
-            hint=_("attach the {option} as a UTF-8 text file").format(option=option.name),
+            _("the {option} file is not UTF-8 text").format(option=_(option.name)),
+            hint=_("attach the {option} as a UTF-8 text file").format(option=_(option.name)),
         ) from None
 
 

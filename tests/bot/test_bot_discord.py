@@ -818,3 +818,17 @@ async def test_server_language_for_members_the_bot_cannot_speak_to(harness: Harn
     harness.rec.calls.clear()
     await harness.slash("help", locale="en-GB")  # the member's own language comes first
     assert harness.rec.sent_messages()[0]["data"]["embeds"][0]["title"] == "hipbot commands"
+
+
+async def test_options_reach_the_handler_by_their_english_names_in_chinese(harness: Harness) -> None:
+    # Discord shows a zh-CN member the localized names (配置, 提问冷却秒数, 语言) and sends the
+    # interaction with the command's own names, which the handler receives as its keywords.
+    manage_guild = discord.Permissions(manage_guild=True).value
+    options = [
+        {"name": "ask_cooldown_s", "type": 10, "value": 12.5},
+        {"name": "language", "type": 3, "value": "zh_CN"},
+    ]
+    await harness.slash("config", options, permissions=manage_guild, locale="zh-CN")
+    config = harness.bot.state.guild_config(GUILD_ID)
+    assert (config.ask_cooldown_s, config.language) == (12.5, "zh_CN")
+    assert "简体中文" in json.dumps(harness.rec.sent_messages()[-1]["data"], ensure_ascii=False)

@@ -6,18 +6,21 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 
+import discord
 import pytest
+import regex
 from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po
 
 from hipbot import i18n
 from hipbot.bot.console import Console
 from hipbot.bot.discord_app import HipBot
-from hipbot.bot.discord_commands import command_tree_json
+from hipbot.bot.discord_commands import Translator, command_tree_json
 from hipbot.bot.state import BotState
 from hipbot.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
+DISCORD_NAME = regex.compile(r"^[-_\p{L}\p{N}\p{sc=Deva}\p{sc=Thai}]{1,32}$")  # Discord's own pattern
 BRACES = __import__("re").compile(r"\{[^{}]*\}")
 
 
@@ -99,6 +102,50 @@ async def test_command_tree_carries_zh_cn_localizations(tmp_path: Path) -> None:
     assert tree["ask"]["description_localizations"]["zh-CN"].startswith("根据 HIP 文档")
     scope = {c["name"]: c for c in tree["jobs"]["options"][0]["choices"]}
     assert scope["mine"]["name_localizations"]["zh-CN"] == "我的"
+
+
+def _sibling_lists(items: list[dict], where: str) -> list[tuple[str, list[dict]]]:
+    """The command tree's lists of siblings: the commands, then each one's options, and the options
+    of its sub-commands and groups (option types 1 and 2)."""
+    lists = [(where, items)]
+    for item in items:  # a slash command is type 1 too
+        if item["type"] in (1, 2) and "options" in item:
+            lists += _sibling_lists(item["options"], f"{where} {item['name']}")
+    return lists
+
+
+async def test_localized_names_follow_discords_rules(tmp_path: Path) -> None:
+    bot = HipBot(load_settings(), state=BotState.open(tmp_path / "b.db"))
+    tree = await command_tree_json(bot)
+    slash = [c for c in tree if c["type"] == 1]
+    localized = 0
+    for where, siblings in _sibling_lists(slash, "commands"):
+        shown = [s.get("name_localizations", {}).get("zh-CN", s["name"]) for s in siblings]
+        assert len(set(shown)) == len(shown), (where, shown)  # unique among siblings
+        for name in shown:
+            assert DISCORD_NAME.match(name) and name == name.lower(), (where, name)
+        localized += sum("zh-CN" in s.get("name_localizations", {}) for s in siblings)
+    options = sum(len(c.get("options", [])) for c in slash)
+    assert localized == len(slash) + options - 1  # all but /hipify, a tool's name kept as it is
+    by_name = {c["name"]: c for c in slash}
+    assert by_name["ask"]["name_localizations"] == {"zh-CN": "提问"}
+    assert "zh-CN" not in by_name["hipify"].get("name_localizations", {})
+    ask = {o["name"]: o["name_localizations"]["zh-CN"] for o in by_name["ask"]["options"]}
+    assert ask == {"question": "问题", "thread": "子区"}  # the JSON's own names stay English
+
+
+async def test_a_name_translation_discord_would_refuse_keeps_the_english_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("hipbot.bot.discord_commands.gettext", lambda message, locale: "Job Id")
+    where = discord.app_commands.TranslationContextLocation
+    translate = Translator().translate
+    text = discord.app_commands.locale_str("job_id")
+    for location in (where.command_name, where.group_name, where.parameter_name):
+        context = discord.app_commands.TranslationContext(location, data=None)
+        assert await translate(text, discord.Locale.chinese, context) is None
+    context = discord.app_commands.TranslationContext(where.parameter_description, data=None)
+    assert await translate(text, discord.Locale.chinese, context) == "Job Id"
 
 
 def _console(tmp_path: Path, locale: str) -> tuple[Console, list[str]]:
