@@ -11,7 +11,8 @@ Shims (each only for targets older than the release that added the real thing):
 - ROCm < 5.4: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
 - Any version: the functions one-instruction inline PTX is rewritten to (``source_fixes.PTX_OPS``),
   and the ``T**`` templates CUDA's ``cuda_runtime.h`` has and HIP lacks (:data:`VOID_PP_TEMPLATES`:
-  ``hipHostAlloc``, ``hipMallocHost``, ``hipMallocPitch``, ``hipHostGetDevicePointer``) for calls a
+  ``hipHostAlloc``, ``hipMallocHost``, ``hipMallocPitch``, ``hipHostGetDevicePointer``; the
+  two-argument ``hipEventCreate``) for calls a
   cast at the call site cannot reach (the name built by a macro's ``##``).
 """
 
@@ -149,7 +150,13 @@ inline hipError_t hipDrvGetErrorString(hipError_t e, const char** s) { *s = hipG
 inline hipError_t hipDrvGetErrorName(hipError_t e, const char** s) { *s = hipGetErrorName(e); return hipSuccess; }
 #endif
 """
-VOID_PP_TEMPLATES = ("hipHostAlloc", "hipMallocHost", "hipMallocPitch", "hipHostGetDevicePointer")
+VOID_PP_TEMPLATES = (
+    "hipHostAlloc",
+    "hipMallocHost",
+    "hipMallocPitch",
+    "hipHostGetDevicePointer",
+    "hipEventCreate",
+)
 _VOID_PP = """\
 #if defined(__cplusplus) && !defined(__HIP_DISABLE_CPP_FUNCTIONS__)
 // cuda_runtime.h's C++ templates take any T**; HIP has these with void** only (it has its own
@@ -158,6 +165,8 @@ template <class T> inline hipError_t hipHostAlloc(T** p, size_t n, unsigned int 
 template <class T> inline hipError_t hipMallocHost(T** p, size_t n) { return hipMallocHost((void**)p, n); }
 template <class T> inline hipError_t hipMallocPitch(T** p, size_t* pitch, size_t w, size_t h) { return hipMallocPitch((void**)p, pitch, w, h); }
 template <class T> inline hipError_t hipHostGetDevicePointer(T** d, void* h, unsigned int f) { return hipHostGetDevicePointer((void**)d, h, f); }
+// and cudaEventCreate(cudaEvent_t*, unsigned int flags) is cudaEventCreateWithFlags
+inline hipError_t hipEventCreate(hipEvent_t* e, unsigned int f) { return hipEventCreateWithFlags(e, f); }
 #endif
 """
 _PTX = """\

@@ -247,21 +247,21 @@ def _cast_first_argument(text: str, line_no: int, name: str) -> str:
 
 def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
     m = re.match(r"no matching function for call to '(\w+)'", diag.message)
-    if not m or m.group(1) not in VOID_PP_FIRST:
+    if not m or m.group(1) not in VOID_PP_FIRST + rocm.VOID_PP_TEMPLATES:
         return None
     name, file = m.group(1), Path(diag.file)
     if file.is_absolute() or not (state.root / file).is_file():
         return None
     text = read_text(state.root / file)
-    if _cast_first_argument(text, diag.line, name) == text:
+    if name not in VOID_PP_FIRST or _cast_first_argument(text, diag.line, name) == text:
         # the name is not on the line (a macro built it with ##): CUDA's templates, in the shim
         if name not in rocm.VOID_PP_TEMPLATES:
             return None
         line = shim_include(state, file)
         return Fix(
             "overload",
-            f"{name} takes void** in HIP (CUDA's C++ overload took any T**) and the call is inside a macro: "
-            f"{rocm.SHIM_NAME} has the T** template cuda_runtime.h has",
+            f"{name}: HIP lacks the C++ overload cuda_runtime.h has (T** for void**, or the event's flags) "
+            f"and no edit of the call reaches it: {rocm.SHIM_NAME} has the overload",
             DOC_OVERLOADS,
             file,
             lambda t: insert_after_hip_include(t, line),
@@ -429,6 +429,31 @@ def rule_void_main(diag: Diag, state: UnitState) -> Fix | None:
     )
 
 
+# CUDA functions with no HIP name that say the same as a HIP call
+SAME_AS = {
+    "cudaGLSetGLDevice": (
+        "hipSetDevice",
+        "deprecated since CUDA 5.0 (a device no longer has to be tied to the GL context): it is cudaSetDevice",
+        "CUDA Runtime API, OpenGL Interoperability [DEPRECATED]: cudaGLSetGLDevice",
+    ),
+}
+
+
+def rule_same_as(diag: Diag, state: UnitState) -> Fix | None:
+    m = re.match(r"use of undeclared identifier '(\w+)'", diag.message)
+    file = Path(diag.file)
+    if not m or m.group(1) not in SAME_AS or file.is_absolute() or not (state.root / file).is_file():
+        return None
+    name, (hip, why, doc) = m.group(1), SAME_AS[m.group(1)]
+    return Fix(
+        "same-as",
+        f"{name} has no HIP name: {why}, so it becomes {hip}",
+        doc,
+        file,
+        lambda text: re.sub(rf"\b{name}\s*\(", f"{hip}(", text),
+    )
+
+
 RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_rocm_shim,
     rule_identity_define,
@@ -440,6 +465,7 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_hip_first,
     rule_literal_suffix,
     rule_void_main,
+    rule_same_as,
     rule_cooperative_groups,
     rule_nvcc_guard,
     rule_dependent_base,

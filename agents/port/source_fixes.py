@@ -27,12 +27,15 @@ from hipbot.agents.port.tree import read_text
 DOC_NVCC = "CUDA Programming Guide (nvcc defines __NVCC__); HIP/docs/how-to/hip_porting_guide.rst (__HIPCC__)"
 DOC_PTX = "PTX ISA (bfe, brev, popc); HIP/docs/how-to/hip_cpp_language_extensions.rst (inline assembly is GCN/CDNA, not PTX)"
 
-_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 _NVCC_GUARD = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b[^\n]*\b__NVCC__\b[^\n]*$", re.M)
 
 
 def included_files(state: UnitState, limit: int = 40) -> list[Path]:
-    """The unit and the project files it includes with quotes (transitively), relative to root."""
+    """The unit and the project files it includes (transitively), relative to root: quoted includes
+    beside the including file, then both kinds in the unit's ``-I`` folders (hipcc's order)."""
+    unit_dir = (state.root / state.source).parent
+    dirs = [Path(os.path.normpath(unit_dir / a[2:])) for a in state.args if a.startswith("-I") and len(a) > 2]
     todo, seen = [state.source], []
     while todo and len(seen) < limit:
         rel = todo.pop()
@@ -40,10 +43,13 @@ def included_files(state: UnitState, limit: int = 40) -> list[Path]:
         if rel in seen or not path.is_file():
             continue
         seen.append(rel)
-        for name in _QUOTED_INCLUDE.findall(read_text(path)):
-            target = Path(os.path.normpath(path.parent / name))
-            if target.is_relative_to(state.root):
-                todo.append(target.relative_to(state.root))
+        for quote, name in _INCLUDE.findall(read_text(path)):
+            places = ([path.parent] if quote == '"' else []) + dirs
+            for place in places:
+                target = Path(os.path.normpath(place / name))
+                if target.is_relative_to(state.root) and target.is_file():
+                    todo.append(target.relative_to(state.root))
+                    break
     return seen
 
 
@@ -74,29 +80,28 @@ _IDENTITY = r"^[ \t]*#[ \t]*define[ \t]+({})[ \t]+\1[ \t]*(?://[^\n]*)?$"
 
 
 def rule_identity_define(diag: Diag, state: UnitState) -> Fix | None:
-    """An undeclared HIP name that a project file defines as itself (``#define hipX hipX``, what a
+    """An undeclared HIP name that a file of the unit defines as itself (``#define hipX hipX``, what a
     ``#define cudaX hipX`` alias becomes once translated): the file's identity defines go."""
     m = UNDECLARED.search(diag.message)
     name = next((g for g in m.groups() if g), "") if m else ""
     if not name.startswith("hip"):
         return None
     one = re.compile(_IDENTITY.format(re.escape(name)), re.M)
-    for paths in state.files_by_name.values():
-        for rel in paths:
-            text = read_text(state.root / rel)
-            if name not in text or not one.search(text):
-                continue
-            every = re.compile(_IDENTITY.format(r"hip\w*"), re.M)
-            return Fix(
-                "identity-define",
-                f"{rel} defines {name} as itself (a CUDA->HIP alias after translation), which hides HIP's "
-                "own definition: the identity #defines are removed",
-                DOC_ALIAS,
-                rel,
-                lambda t, every=every: every.sub(
-                    lambda mm: f"// hipbot port: '#define {mm.group(1)} {mm.group(1)}' removed", t
-                ),
-            )
+    every = re.compile(_IDENTITY.format(r"hip\w*"), re.M)
+    for rel in included_files(state):
+        text = read_text(state.root / rel)
+        if name not in text or not one.search(text):
+            continue
+        return Fix(
+            "identity-define",
+            f"{rel} defines {name} as itself (a CUDA->HIP alias after translation), which hides HIP's "
+            "own definition: the identity #defines are removed",
+            DOC_ALIAS,
+            rel,
+            lambda t: every.sub(
+                lambda mm: f"// hipbot port: '#define {mm.group(1)} {mm.group(1)}' removed", t
+            ),
+        )
     return None
 
 

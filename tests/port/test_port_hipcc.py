@@ -27,7 +27,9 @@ FILES = {
         "add_executable(bf16 more/bf16.cu)\nadd_executable(dep more/dep.cu)\nadd_executable(half more/half.cu)\nadd_executable(prof_a more/prof_a.cu)\nadd_executable(prof_b more/prof_b.cu)\n"
         "add_executable(alias more/alias.cu)\nadd_executable(palloc more/palloc.cu)\nadd_executable(mapped more/mapped.cu)\n"
         "add_executable(vmain more/vmain.cu)\nadd_executable(gl more/gl.cu)\nadd_executable(win more/win.cu)\n"
-        "add_executable(noinc more/noinc.cu)\n"
+        "add_executable(noinc more/noinc.cu)\nadd_executable(event more/event.cu)\n"
+        "add_executable(flags_a more/flags_a.cu)\nadd_executable(flags_b more/flags_b.cu)\n"
+        "target_include_directories(flags_a PRIVATE aliasinc)\ntarget_include_directories(flags_b PRIVATE aliasinc)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
     "warp.cu": KERNEL_HEAD
@@ -103,8 +105,16 @@ FILES = {
     "more/vmain.cu": KERNEL_HEAD + '#include <stdio.h>\nvoid main() { printf("%d\\n", 1); }\n',
     "more/gl.cu": KERNEL_HEAD
     + "#include <cuda_gl_interop.h>\ncudaGraphicsResource_t reg(unsigned int buffer) {\n"
-    + "  cudaGraphicsResource_t r;\n  cudaGraphicsGLRegisterBuffer(&r, buffer, cudaGraphicsRegisterFlagsNone);\n"
+    + "  cudaGraphicsResource_t r;\n  cudaGLSetGLDevice(0);\n  cudaGraphicsGLRegisterBuffer(&r, buffer, cudaGraphicsRegisterFlagsNone);\n"
     + "  return r;\n}\n",
+    "more/event.cu": KERNEL_HEAD
+    + "#define EVENT_CREATE cudaEventCreate\nvoid f(cudaEvent_t* e) { EVENT_CREATE(e, cudaEventDisableTiming); }\n",
+    # a header two units include with <...> from a folder the build file names
+    "aliasinc/devflags.h": "#pragma once\n#ifdef __HIPCC__\n#define cudaDeviceMapHost hipDeviceMapHost\n#endif\n",
+    "more/flags_a.cu": KERNEL_HEAD
+    + "#include <devflags.h>\nvoid a() { cudaSetDeviceFlags(cudaDeviceMapHost); }\n",
+    "more/flags_b.cu": KERNEL_HEAD
+    + "#include <devflags.h>\nvoid b() { cudaSetDeviceFlags(cudaDeviceMapHost); }\n",
     "more/win.cu": KERNEL_HEAD + "#include <conio.h>\nint key() { return _getch(); }\n",
     "more/noinc.cu": KERNEL_HEAD + "cublasHandle_t handle;\n",
     "tools/Makefile": "all:\n\tnvcc -arch=sm_70 app.cu -o app\n",
@@ -139,6 +149,7 @@ FIXED_BY_RULES = {
     "more/mapped.cu": "overload",
     "more/vmain.cu": "void-main",
     "more/gl.cu": "cuda-header",
+    "more/event.cu": "overload",
 }
 
 
@@ -203,6 +214,20 @@ def test_macro_hidden_alloc_gets_the_template_not_a_cast(ports: tuple[PortReport
     assert "template <class T> inline hipError_t hipHostAlloc(T** p" in (out / "hip_compat.h").read_text()
     assert "#define hipDeviceMapHost hipDeviceMapHost\n" not in (out / "more" / "compat.h").read_text()
     assert "(void**)&dev" in (out / "more" / "mapped.hip").read_text()
+    assert "hipSetDevice(0);" in (out / "more" / "gl.hip").read_text()
+    assert "same-as" in {e.rule for e in _unit(fixed, "more/gl.cu").edits}
+
+
+def test_a_header_included_from_a_build_folder_fixed_once_serves_every_unit(
+    ports: tuple[PortReport, PortReport],
+) -> None:
+    """<devflags.h> comes from a target_include_directories folder: the unit whose rule did not edit
+    it is compiled again once the other unit's rule has."""
+    plain, fixed = ports
+    units = [_unit(fixed, f"more/flags_{n}.cu") for n in "ab"]
+    assert all(_unit(plain, u.source).status == "failed" for u in units)
+    assert all(u.status == "compiled" and u.stage == "rules" for u in units), [u.errors for u in units]
+    assert sum("identity-define" in {e.rule for e in u.edits} for u in units) == 1
 
 
 def test_a_shared_header_fixed_once_serves_every_unit(ports: tuple[PortReport, PortReport]) -> None:
@@ -225,8 +250,8 @@ def test_ptx_becomes_the_compat_function(ports: tuple[PortReport, PortReport]) -
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 32 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 25 and s["failed"] == 7
+    assert s["units"] == 35 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 28 and s["failed"] == 7
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()
