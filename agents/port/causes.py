@@ -193,6 +193,19 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "missing-header",
                 f"'{m.group(1)}' not found ({diag.file}:{diag.line}): not in the project nor installed",
             )
+    for diag in errors:
+        m = re.match(
+            r"out-of-line definition of '(\w+)' does not match any declaration in '(\w+)'", diag.message
+        )
+        path = state.root / diag.file
+        if m and path.is_file():
+            lines = read_text(path).splitlines()[max(diag.line - 3, 0) : diag.line]
+            if re.search(r"\b__(?:device|host)__\b", "\n".join(lines)):
+                return Cause(
+                    "nvcc-only",
+                    f"{m.group(2)}::{m.group(1)} is defined __device__/__host__ at {diag.file}:{diag.line} but declared "
+                    "in its class without it: nvcc merges the two, clang does not; give the declaration the same specifier",
+                )
     cause = _defined_elsewhere(errors, state)
     if cause is not None:
         return cause

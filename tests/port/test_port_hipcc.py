@@ -28,7 +28,7 @@ FILES = {
         "add_executable(alias more/alias.cu)\nadd_executable(palloc more/palloc.cu)\nadd_executable(mapped more/mapped.cu)\n"
         "add_executable(vmain more/vmain.cu)\nadd_executable(gl more/gl.cu)\nadd_executable(win more/win.cu)\n"
         "add_executable(noinc more/noinc.cu)\nadd_executable(event more/event.cu)\n"
-        "add_executable(flags_a more/flags_a.cu)\nadd_executable(flags_b more/flags_b.cu)\n"
+        "add_executable(space more/space.cu)\nadd_executable(flags_a more/flags_a.cu)\nadd_executable(flags_b more/flags_b.cu)\n"
         "target_include_directories(flags_a PRIVATE aliasinc)\ntarget_include_directories(flags_b PRIVATE aliasinc)\n"
         "target_link_libraries(blas CUDA::cublas)\n"
     ),
@@ -115,6 +115,9 @@ FILES = {
     + "#include <devflags.h>\nvoid a() { cudaSetDeviceFlags(cudaDeviceMapHost); }\n",
     "more/flags_b.cu": KERNEL_HEAD
     + "#include <devflags.h>\nvoid b() { cudaSetDeviceFlags(cudaDeviceMapHost); }\n",
+    "more/space.cu": KERNEL_HEAD
+    + "struct Lock {\n  void acquire();\n  int* p;\n};\n"
+    + "inline __device__ void\nLock::acquire() { while (atomicCAS(p, 0, 1)); }\n",
     "more/win.cu": KERNEL_HEAD + "#include <conio.h>\nint key() { return _getch(); }\n",
     "more/noinc.cu": KERNEL_HEAD + "cublasHandle_t handle;\n",
     "tools/Makefile": "all:\n\tnvcc -arch=sm_70 app.cu -o app\n",
@@ -200,6 +203,10 @@ def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> 
     assert half.cause.kind == "not-valid-cuda" and "lib/fill.cpp defines it" in half.cause.text
     win = _unit(fixed, "more/win.cu")
     assert win.cause.kind == "windows-only" and "<conio.h> is a Windows header" in win.cause.text
+    space = _unit(fixed, "more/space.cu")
+    assert (
+        space.cause.kind == "nvcc-only" and "Lock::acquire is defined __device__/__host__" in space.cause.text
+    )
     noinc = _unit(fixed, "more/noinc.cu")
     assert noinc.cause.kind == "library" and "needs hipBLAS" in noinc.cause.text
     assert "'hipblasHandle_t' is used with no hipBLAS header included" in noinc.cause.text
@@ -250,8 +257,8 @@ def test_ptx_becomes_the_compat_function(ports: tuple[PortReport, PortReport]) -
 def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     plain, fixed = ports
     s = fixed.summary()
-    assert s["units"] == 35 and s["compiled_after_translation"] == 0
-    assert s["compiled_after_rules"] == 28 and s["failed"] == 7
+    assert s["units"] == 36 and s["compiled_after_translation"] == 0
+    assert s["compiled_after_rules"] == 28 and s["failed"] == 8
     assert plain.summary()["compiled_after_rules"] == 0
     out = Path(fixed.out)
     cmake = (out / "CMakeLists.txt").read_text()
