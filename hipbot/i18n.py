@@ -17,6 +17,7 @@ import functools
 import gettext as _gettext
 import io
 import os
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -106,6 +107,16 @@ def ngettext(singular: str, plural: str, n: int, locale: str | None = None) -> s
 def N_(message: str) -> str:  # noqa: N802 (gettext's conventional name)
     """Mark a string for extraction; it is translated where it is shown (``_(row.help)``)."""
     return message
+
+
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: wide (CJK) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` followed by spaces up to ``width`` terminal columns, as ``str.ljust`` does for ASCII."""
+    return text + " " * max(0, width - columns(text))
 
 
 _ = gettext

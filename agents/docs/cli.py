@@ -12,6 +12,7 @@ import click
 from hipbot.agents.docs.labels import label, language_of
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 
 @click.command("ingest")
@@ -50,11 +51,11 @@ def ask(question: str | None, as_json: bool, k: int, questions: Path | None, ful
 
     if questions is not None:
         if question:
-            raise HipbotError("give either a QUESTION or --questions FILE, not both")
+            raise HipbotError(_("give either a QUESTION or --questions FILE, not both"))
         _batch(questions, k)
         return
     if question is None:
-        raise HipbotError("no question given", hint='hipbot ask "what replaces cudaMemcpyToSymbolAsync?"')
+        raise HipbotError(_("no question given"), hint='hipbot ask "what replaces cudaMemcpyToSymbolAsync?"')
     answer = get_answerer(load_settings()).ask(question, k=k)
     if as_json:
         click.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
@@ -78,7 +79,7 @@ def _batch(path: Path, k: int) -> None:
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise HipbotError(f"cannot read {path}: {exc}") from exc
+        raise HipbotError(_("cannot read {path}: {error}").format(path=path, error=exc)) from exc
     answerer = get_answerer(load_settings())  # fails once, clearly, if nothing is ingested
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -88,7 +89,7 @@ def _batch(path: Path, k: int) -> None:
             if isinstance(item, str):
                 item = {"question": item}
             if not isinstance(item, dict) or "question" not in item:
-                raise HipbotError('each line must be a JSON object with a "question" field')
+                raise HipbotError(_('each line must be a JSON object with a "question" field'))
             line_k = item.get("k", k)
             out = answerer.ask(item["question"], k=line_k).to_dict()
         except json.JSONDecodeError as exc:
@@ -124,15 +125,19 @@ def feedback(limit: int, negative: bool, as_json: bool) -> None:
             click.echo(json.dumps(row.to_dict(), ensure_ascii=False))
         return
     if not rows:
-        click.echo("no votes yet")
+        click.echo(_("no votes yet"))
         return
     for row in rows:
         click.echo(
-            f"#{row.answer_id}  score {row.score:+d} ({row.votes} votes, {row.down} down)  [{row.mode}]"
+            f"#{row.answer_id}  "
+            + _("score {score:+d} ({votes} votes, {down} down)").format(
+                score=row.score, votes=row.votes, down=row.down
+            )
+            + f"  [{row.mode}]"
         )
         click.echo(f"  Q: {row.question}")
         shown = row.answer if len(row.answer) <= 400 else row.answer[:399] + "\u2026"
         click.echo("  A: " + shown.replace("\n", "\n     "))
         if row.sources:
-            click.echo(f"  sources: {', '.join(row.sources[:3])}")
+            click.echo("  " + _("sources: {sources}").format(sources=", ".join(row.sources[:3])))
         click.echo("")

@@ -27,6 +27,7 @@ from hipbot.agents.hipify.tree import (
     write_stdout,
 )
 from hipbot.errors import HipbotError
+from hipbot.i18n import _, ngettext
 
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
@@ -194,22 +195,22 @@ def hipify(
     )
     if "-" in paths:
         if len(paths) > 1:
-            raise HipbotError("'-' (stdin) cannot be mixed with other inputs")
+            raise HipbotError(_("'-' (stdin) cannot be mixed with other inputs"))
         if inplace:
-            raise HipbotError("--inplace needs files, not stdin")
+            raise HipbotError(_("--inplace needs files, not stdin"))
         _finish(_emit_single(translate(read_stdin(), options, "<stdin>"), output, None, emit))
         return
 
     sources = collect_sources([Path(p) for p in paths])
     if not sources:
-        raise HipbotError("no CUDA/C++ source files found in the inputs")
+        raise HipbotError(_("no CUDA/C++ source files found in the inputs"))
     single = len(sources) == 1 and sources[0][1] is None
     if single and not inplace and not out_dir:
         path = sources[0][0]
         _finish(_emit_single(translate(read_source(path), options, str(path)), output, path, emit))
         return
     if output:
-        raise HipbotError("-o takes one input file; use --o-dir DIR for several files or directories")
+        raise HipbotError(_("-o takes one input file; use --o-dir DIR for several files or directories"))
     _translate_tree(sources, options, out_dir, inplace, emit)
 
 
@@ -233,13 +234,13 @@ def _input_paths(
     unknown = [a for a in inputs if a.startswith("-") and a != "-"]
     paths = [a for a in inputs if not (a.startswith("-") and a != "-")]
     for opt in unknown:
-        click.echo(f"hipify: ignoring unknown option {opt}", err=True)
+        click.echo("hipify: " + _("ignoring unknown option {option}").format(option=opt), err=True)
     if not paths:
-        raise HipbotError("no input given", hint="hipbot hipify FILE|DIR|- (see hipbot hipify --help)")
+        raise HipbotError(_("no input given"), hint=_("hipbot hipify FILE|DIR|- (see hipbot hipify --help)"))
     if inplace and (output or out_dir):
-        raise HipbotError("--inplace cannot be combined with -o or --o-dir")
+        raise HipbotError(_("--inplace cannot be combined with -o or --o-dir"))
     if output and out_dir:
-        raise HipbotError("give either -o FILE or --o-dir DIR, not both")
+        raise HipbotError(_("give either -o FILE or --o-dir DIR, not both"))
     return paths
 
 
@@ -290,7 +291,13 @@ def _translate_tree(
     if emit.as_json:
         click.echo(json.dumps({"files": records}, indent=2))
     if failed:
-        raise HipbotError(f"{failed} of {len(sources)} file(s) failed (see the messages above)")
+        raise HipbotError(
+            ngettext(
+                "{failed} of {files} file failed (see the messages above)",
+                "{failed} of {files} files failed (see the messages above)",
+                len(sources),
+            ).format(failed=failed, files=len(sources))
+        )
 
 
 def _tree_record(outcome: FileOutcome, inplace: bool, emit: _Emit) -> dict:
@@ -299,7 +306,8 @@ def _tree_record(outcome: FileOutcome, inplace: bool, emit: _Emit) -> dict:
     record: dict = {"file": str(source), "output": str(outcome.output) if outcome.output else None}
     if outcome.error:
         record["error"] = outcome.error
-        click.echo(f"error: {outcome.error}" + (" (file left unchanged)" if inplace else ""), err=True)
+        text = _("{error} (file left unchanged)").format(error=outcome.error) if inplace else outcome.error
+        click.echo(_("error: {message}").format(message=text), err=True)
     if outcome.result is not None:
         record.update(outcome.result.to_dict())
         if not emit.as_json:
@@ -328,14 +336,16 @@ def _translated_dir(folder: str, roots: set[Path], out_dir: Path) -> str:
 def _finish(failed: bool) -> None:
     """Exit status 1 (through the CLI's error path) when a check or translation failed."""
     if failed:
-        raise HipbotError("hipify finished with errors (see the messages above)")
+        raise HipbotError(_("hipify finished with errors (see the messages above)"))
 
 
 def _emit_single(result: HipifyResult, output: Path | None, source: Path | None, emit: _Emit) -> bool:
     """Write one translation to stdout or -o; returns True when something failed."""
     failed = False
     for err in result.report.errors:
-        click.echo(f"error: {err} (left as written)", err=True)
+        click.echo(
+            _("error: {message}").format(message=_("{error} (left as written)").format(error=err)), err=True
+        )
     record = result.to_dict()
     if not emit.as_json:
         _print_findings(result)
@@ -371,13 +381,13 @@ def _print_findings(result: HipifyResult) -> None:
     for u in report.unconverted:
         if u.reason == "unknown":
             continue
+        left = _("'{name}' left unconverted: {detail}").format(name=u.name, detail=u.detail)
+        click.echo(f"{report.filename}:{u.line}:{u.col}: warning: {left}", err=True)
+    for lint in result.lints:  # "warning:"/"error:" stay as compilers write them, for editors to read
+        message, hint = lint.localized()
         click.echo(
-            f"{report.filename}:{u.line}:{u.col}: warning: '{u.name}' left unconverted: {u.detail}", err=True
-        )
-    for lint in result.lints:
-        click.echo(
-            f"{lint.filename}:{lint.line}:{lint.col}: {lint.severity}: [{lint.id}] {lint.message} "
-            f"({lint.stage}); {lint.hint} [{lint.doc}]",
+            f"{lint.filename}:{lint.line}:{lint.col}: {lint.severity}: [{lint.id}] {message} "
+            f"({lint.stage}); {hint} [{lint.doc}]",
             err=True,
         )
 
@@ -456,7 +466,7 @@ def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
     for name in names:
         rows = mp.lookup(name)
         if not rows:
-            click.echo(f"{name}: not in the mapping tables", err=True)
+            click.echo(_("{name}: not in the mapping tables").format(name=name), err=True)
         found.extend(rows)
     if as_json:
         click.echo(json.dumps([asdict(r) for r in found], indent=2))
@@ -465,7 +475,7 @@ def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
             roc = f", {r.roc_kind or 'ROC'}: {r.roc}" if r.roc else ""
             added = f" (HIP {r.hip_added})" if r.hip_added else ""
             click.echo(
-                f"{r.cuda} -> {r.hip or '(unsupported)'}{added}{roc}  [{r.status}; {r.library}: {r.section}]"
+                f"{r.cuda} -> {r.hip or _('(unsupported)')}{added}{roc}  [{r.status}; {r.library}: {r.section}]"
             )
     if not found:
         sys.exit(1)
@@ -478,9 +488,13 @@ def mappings_info() -> None:
 
     table = mp.load()
     meta = table.meta
-    click.echo(f"data file: {mp.DATA_FILE}")
-    click.echo(f"source: {meta.get('source')} commit {meta.get('commit')} ref {meta.get('ref')}")
-    click.echo(f"license: {meta.get('license')}; rows: {len(table)}")
+    click.echo(_("data file: {path}").format(path=mp.DATA_FILE))
+    click.echo(
+        _("source: {source} commit {commit} ref {ref}").format(
+            source=meta.get("source"), commit=meta.get("commit"), ref=meta.get("ref")
+        )
+    )
+    click.echo(_("license: {license}; rows: {rows}").format(license=meta.get("license"), rows=len(table)))
     for lib, n in sorted(Counter(r.library for r in table.rows).items()):
         click.echo(f"  {lib}: {n}")
 
@@ -502,10 +516,10 @@ def mappings_info() -> None:
 def mappings_update(docs: Path | None, download: bool, ref: str | None, output: Path | None) -> None:
     """Regenerate the mapping data file from HIPIFY's tables (--docs PATH or --download --ref REF)."""
     if bool(docs) == bool(download):
-        raise HipbotError("give exactly one of --docs PATH or --download --ref REF")
+        raise HipbotError(_("give exactly one of --docs PATH or --download --ref REF"))
     if download:
         if not ref:
-            raise HipbotError("--download needs --ref, e.g. --ref rocm-6.3.0")
+            raise HipbotError(_("--download needs --ref, e.g. --ref rocm-6.3.0"))
         data = mp.download(ref)
     else:
         data = mp.generate(docs)
@@ -513,5 +527,11 @@ def mappings_update(docs: Path | None, download: bool, ref: str | None, output: 
     mp.load.cache_clear()
     meta = data["meta"]
     click.echo(
-        f"wrote {target}: {meta['rows']} rows from {meta['source']} (commit {meta.get('commit')}, ref {meta.get('ref')})"
+        _("wrote {path}: {rows} rows from {source} (commit {commit}, ref {ref})").format(
+            path=target,
+            rows=meta["rows"],
+            source=meta["source"],
+            commit=meta.get("commit"),
+            ref=meta.get("ref"),
+        )
     )

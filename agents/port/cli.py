@@ -15,6 +15,7 @@ from hipbot.agents.port.compiler import CompileSettings
 from hipbot.agents.port.pipeline import PortOptions
 from hipbot.agents.port.pipeline import port as run_port
 from hipbot.errors import HipbotError
+from hipbot.i18n import _, ngettext
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,12 @@ def port(
 
     arch = arch or rocm.local_arch() or "gfx90a"
     if not ARCH_RE.match(arch):
-        raise HipbotError(f"not an AMD GPU target: {arch!r}", hint="e.g. --arch gfx90a, gfx942, gfx1100")
+        raise HipbotError(
+            _("not an AMD GPU target: {arch!r}").format(arch=arch),
+            hint=_("e.g. --arch gfx90a, gfx942, gfx1100"),
+        )
     if timeout <= 0:
-        raise HipbotError("--timeout must be positive")
+        raise HipbotError(_("--timeout must be positive"))
     rocm.resolve(rocm_version)  # a bad version fails before anything is written
     options = PortOptions(
         arch=arch,
@@ -113,4 +117,10 @@ def port(
                 click.echo(edit.diff, err=as_json)
     failed = report.summary()["failed"]
     if failed:
-        raise HipbotError(f"{failed} of {len(report.units)} unit(s) still fail to compile (causes above)")
+        raise HipbotError(
+            ngettext(
+                "{failed} of {units} unit still fails to compile (causes above)",
+                "{failed} of {units} units still fail to compile (causes above)",
+                len(report.units),
+            ).format(failed=failed, units=len(report.units))
+        )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import asdict, dataclass, field
 
+from hipbot.i18n import _, ngettext, pad
+
 STAGES = ("translation", "rules", "model")
 
 
@@ -119,23 +121,31 @@ class PortReport:
         }
 
     def table(self) -> str:
+        """The summary for people, in the current language (``to_dict`` is never translated)."""
         s = self.summary()
         n = s["units"] or 1
         rows = [
-            ("compiled after translation", s["compiled_after_translation"]),
-            ("compiled after port rules", s["compiled_after_rules"]),
-            ("compiled after the model", s["compiled_after_model"] if self.model else "-"),
-            ("still failing", s["failed"]),
+            (_("compiled after translation"), s["compiled_after_translation"]),
+            (_("compiled after port rules"), s["compiled_after_rules"]),
+            (_("compiled after the model"), s["compiled_after_model"] if self.model else "-"),
+            (_("still failing"), s["failed"]),
         ]
-        lines = [f"hipbot port: {s['units']} translation unit(s), {self.arch}, ROCm {self.rocm}"]
+        units = ngettext("{units} translation unit", "{units} translation units", s["units"])
+        lines = ["hipbot port: " + units.format(units=s["units"]) + f", {self.arch}, ROCm {self.rocm}"]
         for label, value in rows:
             pct = f" ({100 * value / n:.0f} %)" if isinstance(value, int) else ""
-            lines.append(f"  {label:<28} {value}{pct}")
+            lines.append(f"  {pad(label, 28)} {value}{pct}")
         failed = [u for u in self.units if u.status == "failed"]
         if failed:
-            lines.append("failures:")
-            lines += [f"  {u.source}: {u.cause.text if u.cause else 'unknown'}" for u in failed]
+            lines.append(_("failures:"))
+            lines += [f"  {u.source}: {u.cause.text if u.cause else _('unknown')}" for u in failed]
         edited = sum(len(u.edits) for u in self.units)
         if edited:
-            lines.append(f"{edited} edit(s) beyond translation (diffs with reasons in --json or --diff)")
+            lines.append(
+                ngettext(
+                    "{edits} edit beyond translation (the diff with its reason in --json or --diff)",
+                    "{edits} edits beyond translation (diffs with reasons in --json or --diff)",
+                    edited,
+                ).format(edits=edited)
+            )
         return "\n".join(lines)

