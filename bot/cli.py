@@ -10,7 +10,7 @@ import click
 
 from hipbot.config import Settings, config_file_path, load_settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import _
+from hipbot.i18n import _, current
 
 
 def _open_state(settings: Settings):  # -> BotState, imported lazily with the rest of the bot
@@ -106,14 +106,21 @@ def commands_cmd(as_json: bool) -> None:
         return
     for command in tree:
         options = " ".join(
-            f"{o['name']}{'' if o.get('required') else '?'}" for o in command.get("options", [])
+            _shown(o["name"] + ("" if o.get("required") else "?"), o) for o in command.get("options", [])
         )
         kind = {1: "/", 3: "(message menu) "}.get(command.get("type", 1), "")
-        click.echo(f"{kind}{command['name']} {options}".rstrip())
+        click.echo(f"{kind}{_shown(command['name'], command)} {options}".rstrip())
         if command.get("description"):
             click.echo(f"    {_(command['description'])}")  # the English text is the catalogue's key
         who = table_row(command["name"]).who_text()
         click.echo("    " + _("who: {permission}").format(permission=who))
+
+
+def _shown(text: str, item: dict) -> str:
+    """A command's or option's name, with the name Discord shows in the terminal's language beside
+    it (``ask (提问)``)."""
+    local = item.get("name_localizations", {}).get(current().replace("_", "-"))
+    return f"{text} ({local})" if local else text
 
 
 def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:

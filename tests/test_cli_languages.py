@@ -115,3 +115,13 @@ def test_port_report_in_chinese_with_its_numbers_and_causes() -> None:
     assert [re.findall(r"\d+", line) for line in en.splitlines()] == [
         re.findall(r"\d+", line) for line in zh.splitlines()
     ]
+
+
+def test_discord_commands_listing_shows_the_names_members_see(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    en = _run(monkeypatch, capsys, "en", "discord", "commands")[1].splitlines()
+    zh = _run(monkeypatch, capsys, "zh_CN", "discord", "commands")[1].splitlines()
+    assert "/ask question thread?" in en and "/ask (提问) question (问题) thread? (子区)" in zh
+    assert "/hipify code? (代码) file? (文件) arch? (架构)" in zh  # the tool's name stays as it is
+    assert len(en) == len(zh)
