@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hipbot import i18n
+from hipbot.agents.hipify.compile_check import CheckResult, Diagnostic
 from hipbot.agents.port.report import Cause, PortReport, UnitReport
 from hipbot.cli import main
 
@@ -125,3 +126,14 @@ def test_discord_commands_listing_shows_the_names_members_see(
     assert "/ask question thread?" in en and "/ask (提问) question (问题) thread? (子区)" in zh
     assert "/hipify code? (代码) file? (文件) arch? (架构)" in zh  # the tool's name stays as it is
     assert len(en) == len(zh)
+
+
+def test_compile_check_line_in_chinese() -> None:
+    error = Diagnostic(3, 7, "error", "use of undeclared identifier 'x'", "x = 1;")
+    warning = Diagnostic(5, 1, "warning", "unused variable 'y'", "int y;")
+    result = CheckResult(ok=False, arch="gfx942", diagnostics=[error, warning, warning], seconds=1.25)
+    with i18n.using("en"):
+        assert result.summary() == "hipcc check (gfx942): FAILED, 1 error, 2 warnings in 1.2s"
+    with i18n.using("zh_CN"):
+        assert result.summary() == "hipcc check (gfx942): 失败，1 个错误，2 个警告，用时 1.2 秒"
+        assert result.to_dict()["diagnostics"][0]["message"] == "use of undeclared identifier 'x'"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from hipbot.agents.hipify.sandbox import CompilerMissing, Limits, SandboxUnavailable, find_hipcc, run_hipcc
+from hipbot.i18n import _, ngettext
 
 ARCH_RE = re.compile(r"^gfx[0-9a-f]{2,5}(?::[a-z0-9]+[+-])*$")
 _DIAG_RE = re.compile(
@@ -70,12 +71,18 @@ class CheckResult:
         }
 
     def summary(self) -> str:
+        """One line for people, in the current language (``to_dict`` is never translated)."""
         if self.error:
             return f"hipcc check ({self.arch}): {self.error}"
         n_err = len(self.errors)
         n_warn = sum(d.severity == "warning" for d in self.diagnostics)
-        state = "OK" if self.ok else "FAILED"
-        return f"hipcc check ({self.arch}): {state}, {n_err} error(s), {n_warn} warning(s) in {self.seconds:.1f}s"
+        errors = ngettext("{n} error", "{n} errors", n_err).format(n=n_err)
+        warnings = ngettext("{n} warning", "{n} warnings", n_warn).format(n=n_warn)
+        state = _("OK") if self.ok else _("FAILED")
+        took = _("{state}, {errors}, {warnings} in {seconds:.1f}s").format(
+            state=state, errors=errors, warnings=warnings, seconds=self.seconds
+        )
+        return f"hipcc check ({self.arch}): {took}"
 
 
 _PASSED_ON = ("-I", "-D", "-U", "-std=", "-isystem", "-include", "-iquote")
