@@ -344,6 +344,9 @@ def test_cli_commands_json_without_token() -> None:
     tree = {c["name"]: c for c in json.loads(result.output)}
     assert "ask" in tree and "Convert to HIP" in tree
     assert tree["ask"]["description_localizations"]["zh-CN"]  # the CLI prints the localizations too
+    assert tree["ask"]["name_localizations"] == {"zh-CN": "提问"}
+    job_id = tree["job"]["options"][0]
+    assert (job_id["name"], job_id["name_localizations"]) == ("job_id", {"zh-CN": "任务编号"})
     assert tree["ask"]["hipbot_permission"].startswith("everyone")  # never translated
 
 
