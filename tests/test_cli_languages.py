@@ -38,7 +38,8 @@ def test_hipify_speaks_chinese_and_its_json_does_not(
     (en_code, en_out, en), (zh_code, zh_out, zh) = runs["en"], runs["zh_CN"]
     assert en_code == zh_code == 0 and en_out == zh_out  # the HIP code itself
     assert "left unconverted" in en and "assumes 32 lanes" in en
-    assert "'__shfl_down_sync' 未转换" in zh and "假定一个 warp 有 32 个 lane" in zh
+    assert "'__shfl_down_sync' 未转换：保持原样：HIP 从 ROCm 6.2 起提供它" in zh
+    assert "假定一个 warp 有 32 个 lane" in zh
     assert "left unconverted" not in zh and "assumes 32 lanes" not in zh
     rules = re.findall(r"\[AMD\d{3}\]", en)
     assert rules and re.findall(r"\[AMD\d{3}\]", zh) == rules  # rule ids never translated
@@ -50,8 +51,11 @@ def test_hipify_speaks_chinese_and_its_json_does_not(
         lang: _run(monkeypatch, capsys, lang, "hipify", str(src), "--json") for lang in ("en", "zh_CN")
     }
     assert json_runs["en"][1] == json_runs["zh_CN"][1]  # byte for byte
-    lints = json.loads(json_runs["zh_CN"][1])["lints"]
-    assert lints and "assumes 32 lanes" in json.dumps(lints)
+    record = json.loads(json_runs["zh_CN"][1])
+    assert record["lints"] and "assumes 32 lanes" in json.dumps(record["lints"])
+    assert record["report"]["unconverted"][0]["detail"].startswith(
+        "kept as written: HIP has it from ROCm 6.2"
+    )
 
 
 def test_errors_and_hints_in_the_terminals_language(

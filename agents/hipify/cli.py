@@ -381,7 +381,7 @@ def _print_findings(result: HipifyResult) -> None:
     for u in report.unconverted:
         if u.reason == "unknown":
             continue
-        left = _("'{name}' left unconverted: {detail}").format(name=u.name, detail=u.detail)
+        left = _("'{name}' left unconverted: {detail}").format(name=u.name, detail=_(u.detail))
         click.echo(f"{report.filename}:{u.line}:{u.col}: warning: {left}", err=True)
     for lint in result.lints:  # "warning:"/"error:" stay as compilers write them, for editors to read
         message, hint = lint.localized()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from hipbot.agents.hipify import call_rewrites, mappings
+from hipbot.i18n import N_
 
 # Library -> (priority in hipify-clang's union map, display name as in hipify's statistics)
 LIBRARIES: dict[str, tuple[int, str]] = {
@@ -56,7 +57,7 @@ WARP_SYNC_BUILTINS = frozenset(
     {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__all_sync", "__any_sync",
      "__ballot_sync", "__match_any_sync", "__match_all_sync"}
 )  # fmt: skip
-WARP_SYNC_DETAIL = (
+WARP_SYNC_DETAIL = N_(
     "kept as written: HIP has it from ROCm 6.2 (define HIP_ENABLE_WARP_SYNC_BUILTINS; always on from 6.3) "
     "with a 64-bit lane mask; older ROCm has only the mask-less __shfl_down/__any/__ballot forms"
 )

@@ -75,7 +75,7 @@ class Unconverted:
     col: int
     reason: str  # "unsupported" | "experimental" | "unknown"
     api: str
-    detail: str
+    detail: str  # in English (marked N_ where it is written; translated where it is shown)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -67,6 +67,7 @@ from hipbot.agents.hipify.report import (
     Unconverted,
 )
 from hipbot.agents.hipify.tree import encode_text, encoding_of
+from hipbot.i18n import N_
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
 _TEMPLATE_LOOKBACK = 4096  # how far before ``__global__`` its ``template <...>`` head is looked for
@@ -322,21 +323,22 @@ class Translator:
         legacy_blas = "blas" in self.inserted and "blas_v2" not in self.inserted
         if r.target is not None and legacy_blas and tok.text in blas_v2_only():
             # legacy cublas.h: the handle-less v1 function, which HIP does not have
-            detail = "only the v2 API is supported; include cublas_v2.h"
+            detail = N_("only the v2 API is supported; include cublas_v2.h")
             self._unconverted(tok, tok.text, "unsupported", r.library, detail)
             return
         if r.target is None:
             if not r.cuda.startswith((*CUDA_PREFIXES, "__")):
                 return  # a math function name (norm, max ...): likely the user's own, not CUDA's
             if r.reason == "experimental":
-                detail = "experimental in HIP; translate it with --experimental"
+                detail = N_("experimental in HIP; translate it with --experimental")
             elif tok.text in WARP_SYNC_BUILTINS:
                 detail = WARP_SYNC_DETAIL
             else:
-                where = "ROC" if self.opt.roc and r.library in ROC_LIBRARIES else "HIP"
+                detail = N_("no HIP equivalent")
+                if self.opt.roc and r.library in ROC_LIBRARIES:
+                    detail = N_("no ROC equivalent")
                 if self.opt.miopen and r.library in MIOPEN_LIBRARIES:
-                    where = "MIOpen"
-                detail = f"no {where} equivalent"
+                    detail = N_("no MIOpen equivalent")
             self._unconverted(tok, tok.text, r.reason or "unsupported", r.library, detail)
             return
         target = r.target
