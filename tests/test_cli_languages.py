@@ -113,7 +113,7 @@ def test_port_report_in_chinese_with_its_numbers_and_causes() -> None:
         zh, zh_json = report.table(), json.dumps(report.to_dict())
     assert en_json == zh_json
     assert en.splitlines()[0] == "hipbot port: 3 translation units, gfx90a, ROCm 6.3"
-    assert zh.splitlines()[0] == "hipbot port: 3 个翻译单元, gfx90a, ROCm 6.3"
+    assert zh.splitlines()[0] == "hipbot port：3 个翻译单元，gfx90a，ROCm 6.3"
     assert "  compiled after translation   1 (33 %)" in en.splitlines()
     assert "  翻译后即编译通过             1 (33 %)" in zh.splitlines()
     assert "失败：" in zh and "  c.cu: inline PTX assembly has no HIP form" in zh.splitlines()

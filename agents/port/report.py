@@ -130,8 +130,12 @@ class PortReport:
             (_("compiled after the model"), s["compiled_after_model"] if self.model else "-"),
             (_("still failing"), s["failed"]),
         ]
-        units = ngettext("{units} translation unit", "{units} translation units", s["units"])
-        lines = ["hipbot port: " + units.format(units=s["units"]) + f", {self.arch}, ROCm {self.rocm}"]
+        heading = ngettext(
+            "hipbot port: {units} translation unit, {arch}, ROCm {rocm}",
+            "hipbot port: {units} translation units, {arch}, ROCm {rocm}",
+            s["units"],
+        )
+        lines = [heading.format(units=s["units"], arch=self.arch, rocm=self.rocm)]
         for label, value in rows:
             pct = f" ({100 * value / n:.0f} %)" if isinstance(value, int) else ""
             lines.append(f"  {pad(label, 28)} {value}{pct}")
