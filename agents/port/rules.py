@@ -439,12 +439,34 @@ SAME_AS = {
 }
 
 
+# CUDA enumerators with no HIP name, passed to HIP functions that take the same flag values
+SAME_VALUE = {
+    "cudaGraphicsMapFlagsNone": "0",
+    "cudaGraphicsMapFlagsReadOnly": "1",
+    "cudaGraphicsMapFlagsWriteDiscard": "2",
+}
+DOC_MAP_FLAGS = "CUDA Runtime API, enum cudaGraphicsMapFlags (None = 0, ReadOnly = 1, WriteDiscard = 2)"
+
+
 def rule_same_as(diag: Diag, state: UnitState) -> Fix | None:
     m = re.match(r"use of undeclared identifier '(\w+)'", diag.message)
     file = Path(diag.file)
-    if not m or m.group(1) not in SAME_AS or file.is_absolute() or not (state.root / file).is_file():
+    if not m or file.is_absolute() or not (state.root / file).is_file():
         return None
-    name, (hip, why, doc) = m.group(1), SAME_AS[m.group(1)]
+    name = m.group(1)
+    if name in SAME_VALUE:
+        value = SAME_VALUE[name]
+        return Fix(
+            "same-as",
+            f"{name} has no HIP name: CUDA defines it as {value}, the value it is written as "
+            "(hipGraphicsRegisterFlags has the same values)",
+            DOC_MAP_FLAGS,
+            file,
+            lambda text: re.sub(rf"\b{name}\b", f"{value} /* {name} */", text),
+        )
+    if name not in SAME_AS:
+        return None
+    hip, why, doc = SAME_AS[name]
     return Fix(
         "same-as",
         f"{name} has no HIP name: {why}, so it becomes {hip}",

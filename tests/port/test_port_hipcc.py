@@ -105,7 +105,7 @@ FILES = {
     "more/vmain.cu": KERNEL_HEAD + '#include <stdio.h>\nvoid main() { printf("%d\\n", 1); }\n',
     "more/gl.cu": KERNEL_HEAD
     + "#include <cuda_gl_interop.h>\ncudaGraphicsResource_t reg(unsigned int buffer) {\n"
-    + "  cudaGraphicsResource_t r;\n  cudaGLSetGLDevice(0);\n  cudaGraphicsGLRegisterBuffer(&r, buffer, cudaGraphicsRegisterFlagsNone);\n"
+    + "  cudaGraphicsResource_t r;\n  cudaGLSetGLDevice(0);\n  cudaGraphicsGLRegisterBuffer(&r, buffer, cudaGraphicsMapFlagsNone);\n"
     + "  return r;\n}\n",
     "more/event.cu": KERNEL_HEAD
     + "#define EVENT_CREATE cudaEventCreate\nvoid f(cudaEvent_t* e) { EVENT_CREATE(e, cudaEventDisableTiming); }\n",
@@ -222,6 +222,7 @@ def test_macro_hidden_alloc_gets_the_template_not_a_cast(ports: tuple[PortReport
     assert "#define hipDeviceMapHost hipDeviceMapHost\n" not in (out / "more" / "compat.h").read_text()
     assert "(void**)&dev" in (out / "more" / "mapped.hip").read_text()
     assert "hipSetDevice(0);" in (out / "more" / "gl.hip").read_text()
+    assert "0 /* cudaGraphicsMapFlagsNone */" in (out / "more" / "gl.hip").read_text()
     assert "same-as" in {e.rule for e in _unit(fixed, "more/gl.cu").edits}
 
 
