@@ -6,8 +6,8 @@ has an exact HIP counterpart.
   renames ``__CUDACC__`` only), so declarations behind the guard vanish and their uses are
   undeclared. The guard is renamed in the file's preprocessor lines.
 - ``#define cudaDeviceMapHost hipDeviceMapHost``: a project's own CUDA-to-HIP aliases become
-  ``#define hipDeviceMapHost hipDeviceMapHost`` once translated; for a HIP macro that redefines it
-  as itself, so the name no longer expands to its value. The identity lines are removed.
+  ``#define hipDeviceMapHost hipDeviceMapHost`` once translated, which redefines HIP's macro as
+  itself, so the name no longer expands to its value. The identity lines are commented out.
 - ``asm("bfe.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))`` and the other one-line
   integer instructions of :data:`PTX_OPS`: an assignment from the ``hip_compat.h`` function with the
   PTX ISA's semantics (``-fsyntax-only`` passes PTX unassembled, so the build would fail on it).
