@@ -109,7 +109,7 @@ def test_job_adapter_lifecycle_on_vllm(
         _chat(settings, "hip-smol")
     assert info.value.hint == "hipbot serve sync"
     assert main(["serve", "servers", "check"]) == 1
-    assert "missing:  hip-smol" in capsys.readouterr().out
+    assert "missing: hip-smol (run: hipbot serve sync)" in capsys.readouterr().out
 
     # 7. Sync brings it back.
     assert main(["serve", "sync"]) == 0
