@@ -475,15 +475,30 @@ def train(job_dir: Path | str) -> dict[str, Any]:
         state, training_loss = finished, None
         finish_from_checkpoint(trainer, model, spec, Path(resume), output_dir)
     elapsed = time.perf_counter() - started
-    if not trainer.is_world_process_zero():
-        return {}
-    run = RunFacts(precision, info.describe() if not use_cpu else "cpu", _world(), elapsed)
-    metrics = write_results(trainer, spec, tokenizer, state, training_loss, resume, run, collator, examples)
-    if examples.eval and finished is None:
-        metrics["eval"] = trainer.evaluate()
-    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
-    (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
+    # Every rank evaluates (under ZeRO-3 the forward pass gathers parameters from all of them).
+    evaluation = trainer.evaluate() if examples.eval and finished is None else None
+    metrics: dict[str, Any] = {}
+    if trainer.is_world_process_zero():
+        run = RunFacts(precision, info.describe() if not use_cpu else "cpu", _world(), elapsed)
+        metrics = write_results(
+            trainer, spec, tokenizer, state, training_loss, resume, run, collator, examples
+        )
+        if evaluation is not None:
+            metrics["eval"] = evaluation
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+        (job_dir / RESULT_FILE).write_text(json.dumps({"ok": True, "metrics": metrics}), encoding="utf-8")
+    _leave_process_group()
     return metrics
+
+
+def _leave_process_group() -> None:
+    """All ranks leave together: a rank that exits while the others still hold the group can abort in
+    gloo's teardown (SIGABRT), and the launcher then kills the job that had finished."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def read_progress(job_dir: Path | str) -> list[dict[str, Any]]:
