@@ -491,13 +491,16 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     return metrics
 
 
-def _leave_process_group() -> None:
-    """All ranks leave together: a rank that exits while the others still hold the group can abort in
-    gloo's teardown (SIGABRT), and the launcher then kills the job that had finished."""
+def _leave_process_group(*, together: bool = True) -> None:
+    """Destroy the process group before the interpreter exits: a rank that exits still holding it
+    can abort in gloo's teardown (SIGABRT, pytorch/pytorch#179291), and the launcher then kills a
+    job that had finished. After a run all ranks leave together; after an error each leaves alone
+    (the others may never reach a barrier)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+        if together:
+            dist.barrier()
         dist.destroy_process_group()
 
 
@@ -530,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             (job_dir / RESULT_FILE).write_text(json.dumps({"ok": False, "error": str(exc)}), encoding="utf-8")
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        _leave_process_group(together=False)
     return 0
 
 
