@@ -104,9 +104,40 @@ def ngettext(singular: str, plural: str, n: int, locale: str | None = None) -> s
     return translations(locale or _current.get()).ngettext(singular, plural, n)
 
 
-def N_(message: str) -> str:  # noqa: N802 (gettext's conventional name)
-    """Mark a string for extraction; it is translated where it is shown (``_(row.help)``)."""
-    return message
+def N_(message: str, /, **values: object) -> Message:  # noqa: N802 (gettext's conventional name)
+    """Mark a string for extraction; it is translated where it is shown (``_(row.help)``, or
+    ``localized(text)``). With values, the English template is filled in now and again after
+    translation: ``N_("{name} needs ROCm {version}", name=name, version="6.2")``."""
+    return Message(message, **values)
+
+
+class Message(str):
+    """English text that remembers its catalogue template and values: everywhere a ``str`` is used
+    (``--json``, logs, comparisons) it is the English text; :func:`localized` gives it in the
+    current language, the values (API names, paths, numbers) filled in after translation. A value
+    that is itself a :class:`Message` is localized too."""
+
+    template: str
+    values: dict[str, object]
+
+    def __new__(cls, template: str, /, **values: object) -> Message:
+        text = super().__new__(cls, template.format(**values) if values else template)
+        text.template = template
+        text.values = values
+        return text
+
+    def localized(self, locale: str | None = None) -> str:
+        translated = gettext(self.template, locale)
+        if not self.values:
+            return translated
+        values = {k: v.localized(locale) if isinstance(v, Message) else v for k, v in self.values.items()}
+        return translated.format(**values)
+
+
+def localized(text: str, locale: str | None = None) -> str:
+    """``text`` in the current language when it is a :class:`Message` (or ``locale``'s); any other
+    text (a compiler's message, a path) as it is."""
+    return text.localized(locale) if isinstance(text, Message) else text
 
 
 def columns(text: str) -> int:

@@ -141,3 +141,81 @@ def test_compile_check_line_in_chinese() -> None:
     with i18n.using("zh_CN"):
         assert result.summary() == "hipcc check (gfx942): 失败，1 个错误，2 个警告，用时 1.2 秒"
         assert result.to_dict()["diagnostics"][0]["message"] == "use of undeclared identifier 'x'"
+
+
+def test_port_causes_and_repair_reasons_in_chinese_values_and_json_unchanged() -> None:
+    """A cause is English everywhere a string is used (--json) and localized where shown, its
+    values (headers, API names, places) filled in after translation."""
+    from hipbot.agents.port.libraries import header_cause, identifier_cause
+
+    windows = header_cause("windows.h")
+    library = identifier_cause("hipblasSgemm", include_dirs=())
+    assert windows is not None and library is not None
+    assert windows.text == (
+        "<windows.h> is a Windows header: this unit is written for Windows (MSVC), not for Linux where ROCm runs"
+    )
+    assert library.text.startswith("needs hipBLAS, which is not installed (apt install ")
+    report = PortReport(src="src", out="out", arch="gfx942", rocm="6.3")
+    report.units = [UnitReport("w.cu", "w.hip", cause=windows), UnitReport("l.cu", "l.hip", cause=library)]
+    with i18n.using("en"):
+        en, en_json = report.table(), json.dumps(report.to_dict())
+    with i18n.using("zh_CN"):
+        zh, zh_json = report.table(), json.dumps(report.to_dict())
+    assert en_json == zh_json and windows.text in en_json
+    assert f"  w.cu: {windows.text}" in en.splitlines()
+    assert (
+        "  w.cu: <windows.h> 是 Windows 头文件：本单元是为 Windows（MSVC）写的，而不是为运行 ROCm 的 Linux"
+        in zh.splitlines()
+    )
+    assert (
+        "需要 hipBLAS，但它没有安装（apt install " in zh
+        and "使用了 'hipblasSgemm' 却没有包含 hipBLAS 头文件" in zh
+    )
+
+
+PORT_PROJECT = {
+    "w.cu": "#include <cuda_runtime.h>\n#include <windows.h>\nint main() { return 0; }\n",
+    "m.cu": (
+        "#include <cuda_runtime.h>\n__global__ void k(int* p) { p[0] = 1; }\n"
+        "void main() { int* d; cudaMalloc(&d, 4); k<<<1, 1>>>(d); }\n"
+    ),
+}
+
+
+@pytest.mark.hipcc
+def test_port_cli_causes_and_diff_reasons_in_chinese(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in PORT_PROJECT.items():
+        (src / name).write_text(text)
+
+    def port(lang: str, out: str, *more: str) -> tuple[int, str, str]:
+        return _run(monkeypatch, capsys, lang, "port", str(src), "-o", str(tmp_path / out), "-j", "2", *more)
+
+    _code, en_diff, en = port("en", "en", "--diff")
+    code, zh_diff, zh = port("zh_CN", "zh", "--diff")
+    assert code == 1
+    windows = "<windows.h> is a Windows header: this unit is written for Windows (MSVC), not for Linux where ROCm runs"
+    assert f"  w.cu: {windows}" in en.splitlines()
+    assert (
+        "  w.cu: <windows.h> 是 Windows 头文件：本单元是为 Windows（MSVC）写的，而不是为运行 ROCm 的 Linux"
+        in (zh.splitlines())
+    )
+    void_main = "main returns void, which MSVC accepts and C++ does not: it returns int (0 when it ends without a return)"
+    assert f"# m.cu: {void_main} [C++ [basic.start.main]" in en_diff
+    assert (
+        "# m.cu: main 返回 void，MSVC 接受而 C++ 不接受：改为返回 int（没有 return 就结束时返回 0） [C++"
+        in zh_diff
+    )
+    assert void_main not in zh_diff and windows not in zh
+    assert en_diff.split("\n", 1)[1] == zh_diff.split("\n", 1)[1]  # the diff itself
+    records = []
+    for lang in ("en", "zh_CN"):
+        record = json.loads(port(lang, f"json_{lang}", "--json")[1])
+        del record["summary"]["seconds_port"], record["summary"]["seconds_hipcc"]
+        records.append(json.loads(json.dumps(record).replace(f"json_{lang}", "OUT")))
+    assert records[0] == records[1]
+    units = {u["source"]: u for u in records[1]["units"]}
+    assert units["w.cu"]["cause"] == windows and units["m.cu"]["edits"][0]["reason"] == void_main

@@ -14,6 +14,7 @@ from hipbot.agents.port.report import Cause
 from hipbot.agents.port.rules import NO_MEMBER, NOT_FOUND, UNDECLARED, UnitState
 from hipbot.agents.port.source_fixes import included_files
 from hipbot.agents.port.tree import read_text
+from hipbot.i18n import N_
 
 _ASM = re.compile(r"\basm\b|__asm__")
 
@@ -31,7 +32,7 @@ def _unsupported_cuda(name: str) -> str | None:
     rows = table.by_cuda.get(name)
     if rows and not any(r.hip for r in rows):
         lib = rows[0].library.replace("_API", "").replace("_", " ")
-        return f"{name} ({lib}): no HIP equivalent"
+        return N_("{name} ({library}): no HIP equivalent", name=name, library=lib)
     return None
 
 
@@ -54,10 +55,11 @@ def inline_ptx(state: UnitState) -> Cause | None:
         for m in _PTX_ASM.finditer(text):
             if _PTX_WORD.search(m.group(1)):
                 line = text.count("\n", 0, m.start()) + 1
-                return Cause("inline-ptx", f"inline PTX at {rel}:{line}: rewrite it with HIP/clang builtins")
+                return Cause("inline-ptx", N_(_INLINE_PTX, place=f"{rel}:{line}"))
     return None
 
 
+_INLINE_PTX = N_("inline PTX at {place}: rewrite it with HIP/clang builtins")
 _CODE_SUFFIXES = (".hip", ".h", ".cuh", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".c", ".inl")
 _UNDECLARED_NAME = re.compile(r"use of undeclared identifier '([A-Za-z_]\w*)'")
 
@@ -87,8 +89,13 @@ def _defined_elsewhere(errors: list[Diag], state: UnitState, names: int = 3) -> 
                 ):
                     return Cause(
                         "not-valid-cuda",
-                        f"'{name}' ({diag.file}:{diag.line}) is declared in nothing this unit includes; "
-                        f"{rel} defines it: the source is incomplete, nvcc refuses it too",
+                        N_(
+                            "'{name}' ({place}) is declared in nothing this unit includes; "
+                            "{path} defines it: the source is incomplete, nvcc refuses it too",
+                            name=name,
+                            place=f"{diag.file}:{diag.line}",
+                            path=str(rel),
+                        ),
                     )
     return None
 
@@ -111,13 +118,14 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
             or "asm" in diag.message
             or "inline assembly" in diag.message
         ):
-            return Cause(
-                "inline-ptx", f"inline PTX at {diag.file}:{diag.line}: rewrite it with HIP/clang builtins"
-            )
+            return Cause("inline-ptx", N_(_INLINE_PTX, place=f"{diag.file}:{diag.line}"))
         if re.search(r"no template named '(surface|texture)'", diag.message):
             return Cause(
                 "no-hip-equivalent",
-                f"legacy texture/surface references at {diag.file}:{diag.line}: rewrite with texture/surface objects",
+                N_(
+                    "legacy texture/surface references at {place}: rewrite with texture/surface objects",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
         if (
             "reference to __global__ function" in diag.message
@@ -126,13 +134,19 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         ):
             return Cause(
                 "no-hip-equivalent",
-                f"dynamic parallelism (a kernel launching a kernel at {diag.file}:{diag.line}): no HIP equivalent",
+                N_(
+                    "dynamic parallelism (a kernel launching a kernel at {place}): no HIP equivalent",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
     for diag in errors:
         if re.match(r"[ \t]*include[ \t]*[<\"]", _source_line(state, diag)):
             return Cause(
                 "not-valid-cuda",
-                f"'#include' written without its '#' at {diag.file}:{diag.line}; nvcc refuses it too",
+                N_(
+                    "'#include' written without its '#' at {place}; nvcc refuses it too",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
         m = re.search(
             r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
@@ -141,7 +155,11 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         if m:
             return Cause(
                 "not-valid-cuda",
-                f"the source is unfinished ('{m.group(1) or m.group(2)}' placeholder at {diag.file}:{diag.line}); nvcc refuses it too",
+                N_(
+                    "the source is unfinished ('{placeholder}' placeholder at {place}); nvcc refuses it too",
+                    placeholder=m.group(1) or m.group(2),
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
     for diag in errors:
         m = UNDECLARED.search(diag.message)
@@ -152,7 +170,12 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         if added and added > state.rocm:
             return Cause(
                 "rocm-version",
-                f"{name} needs ROCm {added[0]}.{added[1]} (target {state.rocm[0]}.{state.rocm[1]}; --rocm to change)",
+                N_(
+                    "{name} needs ROCm {version} (target {target}; --rocm to change)",
+                    name=name,
+                    version=f"{added[0]}.{added[1]}",
+                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                ),
             )
         cause = identifier_cause(name)
         if cause is not None:
@@ -164,34 +187,57 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         if hip:
             return Cause(
                 "untranslated",
-                f"'{name}' ({diag.file}:{diag.line}) is a CUDA name translation did not reach (a macro builds it "
-                f"with ## or hides it): its HIP name is {hip}",
+                N_(
+                    "'{name}' ({place}) is a CUDA name translation did not reach (a macro builds it "
+                    "with ## or hides it): its HIP name is {hip}",
+                    name=name,
+                    place=f"{diag.file}:{diag.line}",
+                    hip=hip,
+                ),
             )
     for diag in errors:
         m = NO_MEMBER.search(diag.message)
         if m and m.group(1).startswith("meta_group_") and "thread_block_tile" in m.group(2):
             return Cause(
                 "rocm-version",
-                f"cooperative groups tiles have no {m.group(1)}() in ROCm {state.rocm[0]}.{state.rocm[1]} "
-                f"({diag.file}:{diag.line}): a newer ROCm has it (--rocm to target one)",
+                N_(
+                    "cooperative groups tiles have no {name}() in ROCm {target} ({place}): "
+                    "a newer ROCm has it (--rocm to target one)",
+                    name=m.group(1),
+                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
         if m and m.group(2) in ("hipDeviceProp_t", "hipDeviceProp_tR0600"):
             return Cause(
                 "rocm-version",
-                f"hipDeviceProp_t has no field '{m.group(1)}' in ROCm {state.rocm[0]}.{state.rocm[1]} ({diag.file}:{diag.line})",
+                N_(
+                    "hipDeviceProp_t has no field '{name}' in ROCm {target} ({place})",
+                    name=m.group(1),
+                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
     for diag in errors:
         m = NOT_FOUND.search(diag.message)
         if m and m.group(1).startswith("hip/"):
             return Cause(
                 "rocm-version",
-                f"<{m.group(1)}> is not in ROCm {state.rocm[0]}.{state.rocm[1]} ({diag.file}:{diag.line}): "
-                "a newer ROCm has it (--rocm to target one)",
+                N_(
+                    "<{header}> is not in ROCm {target} ({place}): a newer ROCm has it (--rocm to target one)",
+                    header=m.group(1),
+                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
         if m:
             return Cause(
                 "missing-header",
-                f"'{m.group(1)}' not found ({diag.file}:{diag.line}): not in the project nor installed",
+                N_(
+                    "'{header}' not found ({place}): not in the project nor installed",
+                    header=m.group(1),
+                    place=f"{diag.file}:{diag.line}",
+                ),
             )
     for diag in errors:
         m = re.match(
@@ -203,13 +249,19 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
             if re.search(r"\b__(?:device|host)__\b", "\n".join(lines)):
                 return Cause(
                     "nvcc-only",
-                    f"{m.group(2)}::{m.group(1)} is defined __device__/__host__ at {diag.file}:{diag.line} but declared "
-                    "in its class without it: nvcc merges the two, clang does not; give the declaration the same specifier",
+                    N_(
+                        "{name} is defined __device__/__host__ at {place} but declared in its class without "
+                        "it: nvcc merges the two, clang does not; give the declaration the same specifier",
+                        name=f"{m.group(2)}::{m.group(1)}",
+                        place=f"{diag.file}:{diag.line}",
+                    ),
                 )
     cause = _defined_elsewhere(errors, state)
     if cause is not None:
         return cause
     if errors:
         d = errors[0]
-        return Cause("error", f"hipcc: {d.message} at {d.file}:{d.line}")
-    return Cause("error", "hipcc failed without a diagnostic")
+        return Cause(
+            "error", N_("hipcc: {message} at {place}", message=d.message, place=f"{d.file}:{d.line}")
+        )
+    return Cause("error", N_("hipcc failed without a diagnostic"))

@@ -15,7 +15,7 @@ from hipbot.agents.port.compiler import CompileSettings
 from hipbot.agents.port.pipeline import PortOptions
 from hipbot.agents.port.pipeline import port as run_port
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, ngettext
+from hipbot.i18n import _, localized, ngettext
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def port(
     if show_diff:
         for unit in report.units:
             for edit in unit.edits:
-                click.echo(f"# {unit.source}: {edit.reason} [{edit.doc}]", err=as_json)
+                click.echo(f"# {unit.source}: {localized(edit.reason)} [{edit.doc}]", err=as_json)
                 click.echo(edit.diff, err=as_json)
     failed = report.summary()["failed"]
     if failed:

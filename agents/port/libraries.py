@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from hipbot.agents.port.report import Cause
+from hipbot.i18n import N_
 
 # header (as hipify writes it, or the CUDA name it left) -> (library, ROCm package or None)
 _LIBS: dict[str, tuple[str, str | None]] = {
@@ -98,7 +99,10 @@ def header_cause(header: str) -> Cause | None:
     if low in _WINDOWS:
         return Cause(
             "windows-only",
-            f"<{header}> is a Windows header: this unit is written for Windows (MSVC), not for Linux where ROCm runs",
+            N_(
+                "<{header}> is a Windows header: this unit is written for Windows (MSVC), not for Linux where ROCm runs",
+                header=header,
+            ),
         )
 
     def hit(key: str) -> bool:
@@ -108,14 +112,25 @@ def header_cause(header: str) -> Cause | None:
     for key, what in _NO_HIP.items():
         if hit(key):
             if key.startswith("helper_"):
-                return Cause("missing-header", f"needs {what}")
-            return Cause("no-hip-equivalent", f"{what}: no HIP equivalent")
+                return Cause("missing-header", N_("needs {what}", what=what))
+            return Cause("no-hip-equivalent", N_("{what}: no HIP equivalent", what=what))
     for key, (lib, pkg) in _LIBS.items():
         if hit(key):
-            hint = f" (apt install {pkg})" if pkg else ""
-            return Cause("library", f"needs {lib}, which is not installed{hint}")
+            if pkg:
+                return Cause(
+                    "library",
+                    N_(
+                        "needs {library}, which is not installed (apt install {package})",
+                        library=lib,
+                        package=pkg,
+                    ),
+                )
+            return Cause("library", N_("needs {library}, which is not installed", library=lib))
     if low.startswith(("cublas", "cufft", "curand", "cusparse", "cusolver", "cub/")):
-        return Cause("no-hip-equivalent", f"<{header}>: a CUDA library header hipify has no HIP name for")
+        return Cause(
+            "no-hip-equivalent",
+            N_("<{header}>: a CUDA library header hipify has no HIP name for", header=header),
+        )
     return None
 
 
@@ -139,9 +154,19 @@ def identifier_cause(
     if any(Path(d, key).exists() or Path(d, key + ".h").exists() for d in include_dirs):
         return Cause(
             "not-valid-cuda",
-            f"'{name}' is {lib}'s, and the unit includes no {lib} header (nvcc refuses it too)",
+            N_(
+                "'{name}' is {library}'s, and the unit includes no {library} header (nvcc refuses it too)",
+                name=name,
+                library=lib,
+            ),
         )
     return Cause(
         "library",
-        f"needs {lib}, which is not installed (apt install {pkg}); '{name}' is used with no {lib} header included",
+        N_(
+            "needs {library}, which is not installed (apt install {package}); "
+            "'{name}' is used with no {library} header included",
+            library=lib,
+            package=pkg,
+            name=name,
+        ),
     )

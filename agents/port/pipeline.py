@@ -22,6 +22,7 @@ from hipbot.agents.port.rules import Fix, UnitState, find_fixes
 from hipbot.agents.port.source_fixes import included_files, ptx_fixes
 from hipbot.agents.port.tree import check_dirs, read_text, write_text, write_tree
 from hipbot.agents.port.units import Unit, discover
+from hipbot.i18n import N_
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,9 @@ def port(src: Path, out: Path, options: PortOptions, model: ModelRepair | None =
     if escaping:
         for unit, output in work:
             rep = UnitReport(str(unit.source), str(output.relative_to(out_root)))
-            rep.cause = Cause("refused", "refused before compiling: " + "; ".join(escaping[:3]))
+            rep.cause = Cause(
+                "refused", N_("refused before compiling: {paths}", paths="; ".join(escaping[:3]))
+            )
             report.units.append(rep)
         work = []
     settings = CompileSettings(options.arch, options.timeout, options.build)

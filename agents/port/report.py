@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import asdict, dataclass, field
 
-from hipbot.i18n import _, ngettext, pad
+from hipbot.i18n import _, localized, ngettext, pad
 
 STAGES = ("translation", "rules", "model")
 
@@ -35,7 +35,7 @@ def text_diff(path: str, before: str, after: str) -> str:
 @dataclass(frozen=True)
 class Cause:
     kind: str  # "library", "no-hip-equivalent", "rocm-version", "inline-ptx", "refused", "timeout", "error"
-    text: str  # in words a porter understands
+    text: str  # in words a porter understands (a Message: English, localized where shown)
 
 
 @dataclass
@@ -142,7 +142,7 @@ class PortReport:
         failed = [u for u in self.units if u.status == "failed"]
         if failed:
             lines.append(_("failures:"))
-            lines += [f"  {u.source}: {u.cause.text if u.cause else _('unknown')}" for u in failed]
+            lines += [f"  {u.source}: {localized(u.cause.text) if u.cause else _('unknown')}" for u in failed]
         edited = sum(len(u.edits) for u in self.units)
         if edited:
             lines.append(

@@ -29,6 +29,7 @@ from hipbot.agents.port.fixes import (
 )
 from hipbot.agents.port.source_fixes import rule_dependent_base, rule_identity_define, rule_nvcc_guard
 from hipbot.agents.port.tree import read_text
+from hipbot.i18n import N_
 
 DOC_HEADERS = "HIPIFY/docs/tables (CUDA headers and their HIP counterparts)"
 DOC_OPENMP = "HIP/docs/how-to/hip_porting_guide.rst (OpenMP host code with hipcc: -fopenmp)"
@@ -41,7 +42,13 @@ def _shim_fix(state: UnitState, diag: Diag, name: str, why: str, doc: str) -> Fi
     line = shim_include(state, file)
     return Fix(
         "rocm-shim",
-        f"{name}: {why} (target ROCm {state.rocm[0]}.{state.rocm[1]}); {rocm.SHIM_NAME} supplies it",
+        N_(
+            "{name}: {why} (target ROCm {target}); {shim} supplies it",
+            name=name,
+            why=why,
+            target=f"{state.rocm[0]}.{state.rocm[1]}",
+            shim=rocm.SHIM_NAME,
+        ),
         doc,
         file,
         lambda text: insert_after_hip_include(text, line),
@@ -55,11 +62,17 @@ def rule_rocm_shim(diag: Diag, state: UnitState) -> Fix | None:
         return None
     name = next(g for g in m.groups() if g)
     if name in rocm.WARP_SYNC and state.rocm < (6, 2):
-        return _shim_fix(state, diag, name, "the *_sync warp functions came with ROCm 6.2", rocm.DOC_WARP)
+        return _shim_fix(state, diag, name, N_("the *_sync warp functions came with ROCm 6.2"), rocm.DOC_WARP)
     if name in rocm.DRV_ERRORS and state.rocm < (5, 4):
-        return _shim_fix(state, diag, name, "came with ROCm 5.4", rocm.DOC_DRV)
+        return _shim_fix(state, diag, name, N_("came with ROCm {version}", version="5.4"), rocm.DOC_DRV)
     if name in rocm.CG_REDUCE and m.group(3) in ("cooperative_groups", "cg") and state.rocm < (6, 1):
-        return _shim_fix(state, diag, f"cooperative_groups::{name}", "came with ROCm 6.1", rocm.DOC_CG)
+        return _shim_fix(
+            state,
+            diag,
+            f"cooperative_groups::{name}",
+            N_("came with ROCm {version}", version="6.1"),
+            rocm.DOC_CG,
+        )
     return None
 
 
@@ -112,7 +125,12 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
             line = shim_include(state, file)
             return Fix(
                 "rocm-shim",
-                f"<{name}> is not in ROCm {state.rocm[0]}.{state.rocm[1]}: {rocm.SHIM_NAME} has cooperative_groups::reduce",
+                N_(
+                    "<{header}> is not in ROCm {target}: {shim} has cooperative_groups::reduce",
+                    header=name,
+                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    shim=rocm.SHIM_NAME,
+                ),
                 rocm.DOC_CG,
                 file,
                 lambda text: pattern.sub(line + "\n", text, count=1),
@@ -121,8 +139,9 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
         repl = f"#include <{new}>\n" if new else ""
         return Fix(
             "cuda-header",
-            f"<{name}> is CUDA-only: "
-            + (f"<{new}> is the HIP counterpart" if new else "hip_runtime.h declares it"),
+            N_("<{header}> is CUDA-only: <{hip}> is the HIP counterpart", header=name, hip=new)
+            if new
+            else N_("<{header}> is CUDA-only: hip_runtime.h declares it", header=name),
             DOC_HEADERS,
             file,
             lambda text: pattern.sub(repl, text, count=1),
@@ -131,7 +150,11 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
         line = f'#include "{os.path.relpath(state.root / samples.NVTX_NAME, (state.root / file).parent)}"'
         return Fix(
             "nvtx",
-            f"<{name}>: NVTX markers become no-ops ({samples.NVTX_NAME}); install roctracer for roctx markers",
+            N_(
+                "<{header}>: NVTX markers become no-ops ({path}); install roctracer for roctx markers",
+                header=name,
+                path=samples.NVTX_NAME,
+            ),
             samples.NVTX_DOC,
             file,
             lambda text: pattern.sub(line + "\n", text, count=1),
@@ -144,7 +167,7 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
         if inc:
             return Fix(
                 "mpi",
-                "MPI host code: the MPI headers' folder (mpicxx --showme:incdirs) for hipcc",
+                N_("MPI host code: the MPI headers' folder (mpicxx --showme:incdirs) for hipcc"),
                 "HIP/docs/how-to/hip_porting_guide.rst",
                 add_args=tuple(f"-I{d}" for d in inc),
             )
@@ -160,7 +183,11 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
         rel = os.path.relpath(folder, (state.root / state.source).parent)
         return Fix(
             "own-header",
-            f"'{name}' is the project's own header ({best}); its folder is added to the include path",
+            N_(
+                "'{header}' is the project's own header ({path}); its folder is added to the include path",
+                header=name,
+                path=str(best),
+            ),
             "the project's tree",
             add_args=(f"-I{rel}",),
         )
@@ -168,8 +195,12 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
         rel = os.path.relpath(state.root / samples.FOLDER, (state.root / state.source).parent)
         return Fix(
             "samples-helpers",
-            f"<{name}> is one of the CUDA samples' helpers (from the CUDA toolkit, not this project): "
-            f"hipbot writes HIP versions into {samples.FOLDER}/",
+            N_(
+                "<{header}> is one of the CUDA samples' helpers (from the CUDA toolkit, not this project): "
+                "hipbot writes HIP versions into {folder}/",
+                header=name,
+                folder=samples.FOLDER,
+            ),
             samples.DOC,
             add_args=(f"-I{rel}",),
             new_files=tuple((Path(samples.FOLDER) / n, t) for n, t in samples.HEADERS.items()),
@@ -200,13 +231,13 @@ def rule_openmp(diag: Diag, state: UnitState) -> Fix | None:
     if not missing and not ("undeclared identifier" in diag.message and _OMP.search(diag.message)):
         return None
     if "-fopenmp" not in state.args:
-        return Fix("openmp", "OpenMP host code: hipcc needs -fopenmp", DOC_OPENMP, add_args=("-fopenmp",))
+        return Fix("openmp", N_("OpenMP host code: hipcc needs -fopenmp"), DOC_OPENMP, add_args=("-fopenmp",))
     file = Path(diag.file)
     if missing or file.is_absolute() or not (state.root / file).is_file():
         return None
     return Fix(
         "openmp",
-        "hipcc's device pass does not define _OPENMP: <omp.h> is included whatever the guard says",
+        N_("hipcc's device pass does not define _OPENMP: <omp.h> is included whatever the guard says"),
         DOC_OPENMP,
         file,
         lambda text: insert_after_hip_include(text, "#include <omp.h>  // hipbot port: both compile passes"),
@@ -260,8 +291,12 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
         line = shim_include(state, file)
         return Fix(
             "overload",
-            f"{name}: HIP lacks the C++ overload cuda_runtime.h has (T** for void**, or the event's flags) "
-            f"and no edit of the call reaches it: {rocm.SHIM_NAME} has the overload",
+            N_(
+                "{name}: HIP lacks the C++ overload cuda_runtime.h has (T** for void**, or the event's flags) "
+                "and no edit of the call reaches it: {shim} has the overload",
+                name=name,
+                shim=rocm.SHIM_NAME,
+            ),
             DOC_OVERLOADS,
             file,
             lambda t: insert_after_hip_include(t, line),
@@ -269,7 +304,10 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
         )
     return Fix(
         "overload",
-        f"{name} takes void** in HIP (CUDA's C++ overload took any T**): the pointer's address is cast",
+        N_(
+            "{name} takes void** in HIP (CUDA's C++ overload took any T**): the pointer's address is cast",
+            name=name,
+        ),
         DOC_OVERLOADS,
         file,
         lambda text, line=diag.line: _cast_first_argument(text, line, name),
@@ -288,7 +326,7 @@ def rule_std(diag: Diag, state: UnitState) -> Fix | None:
     std = "c++20" if m.group(1) == "20" else "c++17"
     return Fix(
         "std",
-        f"the code uses {m.group(0).split()[-2]} features: -std={std}",
+        N_("the code uses {dialect} features: -std={std}", dialect=m.group(0).split()[-2], std=std),
         DOC_STD,
         add_args=(f"-std={std}",),
     )
@@ -309,7 +347,9 @@ def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
     if "no member named 'group_dim'" in diag.message:
         return Fix(
             "cooperative-groups",
-            "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim",
+            N_(
+                "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim"
+            ),
             rocm.DOC_CG,
             file,
             lambda text: _GROUP_DIM.sub("dim3(blockDim.x, blockDim.y, blockDim.z)", text),
@@ -321,7 +361,9 @@ def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
     ):
         return Fix(
             "cooperative-groups",
-            "ROCm 5's thread_block member functions are not const: the block is passed by plain reference",
+            N_(
+                "ROCm 5's thread_block member functions are not const: the block is passed by plain reference"
+            ),
             rocm.DOC_CG,
             file,
             lambda text: _CONST_BLOCK.sub(lambda m: (m.group(1) or "") + "thread_block&", text),
@@ -330,13 +372,16 @@ def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
 
 
 PROP_FIELDS = {
-    "sharedMemPerMultiprocessor": ("{obj}maxSharedMemoryPerMultiProcessor", "HIP's name for the same figure"),
-    "deviceOverlap": ("1", "every GPU ROCm supports copies memory while running kernels"),
-    "unifiedAddressing": ("1", "ROCm always has unified virtual addressing on 64-bit Linux"),
-    "streamPrioritiesSupported": ("1", "HIP streams have priorities (hipStreamCreateWithPriority)"),
+    "sharedMemPerMultiprocessor": (
+        "{obj}maxSharedMemoryPerMultiProcessor",
+        N_("HIP's name for the same figure"),
+    ),
+    "deviceOverlap": ("1", N_("every GPU ROCm supports copies memory while running kernels")),
+    "unifiedAddressing": ("1", N_("ROCm always has unified virtual addressing on 64-bit Linux")),
+    "streamPrioritiesSupported": ("1", N_("HIP streams have priorities (hipStreamCreateWithPriority)")),
     "sharedMemPerBlockOptin": (
         "{obj}sharedMemPerBlock",
-        "AMD GPUs have no opt-in shared memory: the block limit is all of it",
+        N_("AMD GPUs have no opt-in shared memory: the block limit is all of it"),
     ),
 }
 
@@ -359,7 +404,12 @@ def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
 
     return Fix(
         "device-prop",
-        f"hipDeviceProp_t has no {name} in ROCm {state.rocm[0]}.{state.rocm[1]}: {why}",
+        N_(
+            "hipDeviceProp_t has no {name} in ROCm {target}: {why}",
+            name=name,
+            target=f"{state.rocm[0]}.{state.rocm[1]}",
+            why=why,
+        ),
         DOC_PROPS,
         file,
         edit,
@@ -379,7 +429,10 @@ def rule_hip_first(diag: Diag, state: UnitState) -> Fix | None:
         return None
     return Fix(
         "hip-first",
-        "macros defined before <hip/hip_runtime.h> break HIP's headers; nvcc includes cuda_runtime.h before the source, so it goes first",
+        N_(
+            "macros defined before <hip/hip_runtime.h> break HIP's headers; "
+            "nvcc includes cuda_runtime.h before the source, so it goes first"
+        ),
         "CUDA Programming Guide (nvcc's implicit cuda_runtime.h); HIP/docs/how-to/hip_porting_guide.rst",
         state.source,
         lambda t: "#include <hip/hip_runtime.h>\n" + t.replace(m.group(0), "", 1),
@@ -400,7 +453,10 @@ def rule_literal_suffix(diag: Diag, state: UnitState) -> Fix | None:
 
     return Fix(
         "literal-suffix",
-        'a string literal glued to the next word ("C"__global__) is a C++11 literal suffix for clang: a space separates them',
+        N_(
+            'a string literal glued to the next word ("C"__global__) is a C++11 literal suffix for clang: '
+            "a space separates them"
+        ),
         "C++11 [lex.ext] user-defined literals; clang follows it, nvcc's front end does not",
         file,
         edit,
@@ -422,7 +478,9 @@ def rule_void_main(diag: Diag, state: UnitState) -> Fix | None:
 
     return Fix(
         "void-main",
-        "main returns void, which MSVC accepts and C++ does not: it returns int (0 when it ends without a return)",
+        N_(
+            "main returns void, which MSVC accepts and C++ does not: it returns int (0 when it ends without a return)"
+        ),
         "C++ [basic.start.main]: main shall have a return type of type int; reaching its end returns 0",
         file,
         edit,
@@ -433,7 +491,9 @@ def rule_void_main(diag: Diag, state: UnitState) -> Fix | None:
 SAME_AS = {
     "cudaGLSetGLDevice": (
         "hipSetDevice",
-        "deprecated since CUDA 5.0 (a device no longer has to be tied to the GL context): it is cudaSetDevice",
+        N_(
+            "deprecated since CUDA 5.0 (a device no longer has to be tied to the GL context): it is cudaSetDevice"
+        ),
         "CUDA Runtime API, OpenGL Interoperability [DEPRECATED]: cudaGLSetGLDevice",
     ),
 }
@@ -458,8 +518,12 @@ def rule_same_as(diag: Diag, state: UnitState) -> Fix | None:
         value = SAME_VALUE[name]
         return Fix(
             "same-as",
-            f"{name} has no HIP name: CUDA defines it as {value}, the value it is written as "
-            "(hipGraphicsRegisterFlags has the same values)",
+            N_(
+                "{name} has no HIP name: CUDA defines it as {value}, the value it is written as "
+                "(hipGraphicsRegisterFlags has the same values)",
+                name=name,
+                value=value,
+            ),
             DOC_MAP_FLAGS,
             file,
             lambda text: re.sub(rf"\b{name}\b", f"{value} /* {name} */", text),
@@ -469,7 +533,7 @@ def rule_same_as(diag: Diag, state: UnitState) -> Fix | None:
     hip, why, doc = SAME_AS[name]
     return Fix(
         "same-as",
-        f"{name} has no HIP name: {why}, so it becomes {hip}",
+        N_("{name} has no HIP name: {why}, so it becomes {hip}", name=name, why=why, hip=hip),
         doc,
         file,
         lambda text: re.sub(rf"\b{name}\s*\(", f"{hip}(", text),

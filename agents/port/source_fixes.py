@@ -23,6 +23,7 @@ from hipbot.agents.port import rocm
 from hipbot.agents.port.compiler import Diag
 from hipbot.agents.port.fixes import UNDECLARED, Fix, UnitState, insert_after_hip_include, shim_include
 from hipbot.agents.port.tree import read_text
+from hipbot.i18n import N_
 
 DOC_NVCC = "CUDA Programming Guide (nvcc defines __NVCC__); HIP/docs/how-to/hip_porting_guide.rst (__HIPCC__)"
 DOC_PTX = "PTX ISA (bfe, brev, popc); HIP/docs/how-to/hip_cpp_language_extensions.rst (inline assembly is GCN/CDNA, not PTX)"
@@ -62,7 +63,10 @@ def rule_nvcc_guard(diag: Diag, state: UnitState) -> Fix | None:
         if _NVCC_GUARD.search(read_text(state.root / rel)):
             return Fix(
                 "nvcc-guard",
-                f"{rel} guards code with __NVCC__, which nvcc defines and hipcc does not: __HIPCC__ is hipcc's",
+                N_(
+                    "{path} guards code with __NVCC__, which nvcc defines and hipcc does not: __HIPCC__ is hipcc's",
+                    path=str(rel),
+                ),
                 DOC_NVCC,
                 rel,
                 lambda text: _NVCC_GUARD.sub(
@@ -94,8 +98,12 @@ def rule_identity_define(diag: Diag, state: UnitState) -> Fix | None:
             continue
         return Fix(
             "identity-define",
-            f"{rel} defines {name} as itself (a CUDA->HIP alias after translation), which hides HIP's "
-            "own definition: the identity #defines are removed",
+            N_(
+                "{path} defines {name} as itself (a CUDA->HIP alias after translation), which hides HIP's "
+                "own definition: the identity #defines are removed",
+                path=str(rel),
+                name=name,
+            ),
             DOC_ALIAS,
             rel,
             lambda t: every.sub(
@@ -141,7 +149,12 @@ def ptx_fixes(state: UnitState) -> list[Fix]:
         fixes.append(
             Fix(
                 "inline-ptx",
-                f"inline PTX in {rel} ({', '.join(ops)}) becomes the HIP function with the same semantics ({rocm.SHIM_NAME})",
+                N_(
+                    "inline PTX in {path} ({ops}) becomes the HIP function with the same semantics ({shim})",
+                    path=str(rel),
+                    ops=", ".join(ops),
+                    shim=rocm.SHIM_NAME,
+                ),
                 DOC_PTX,
                 rel,
                 lambda t, line=line: insert_after_hip_include(_ONE_INSN.sub(_rewrite_asm, t), line),
@@ -208,8 +221,13 @@ def rule_dependent_base(diag: Diag, state: UnitState) -> Fix | None:
 
         return Fix(
             "dependent-base",
-            f"'{name}' is an enumerator of the dependent base {d.group(1)}<...>: clang does not look "
-            f"into dependent bases, so it is written {qualified}",
+            N_(
+                "'{name}' is an enumerator of the dependent base {base}<...>: clang does not look "
+                "into dependent bases, so it is written {qualified}",
+                name=name,
+                base=d.group(1),
+                qualified=qualified,
+            ),
             DOC_DEPENDENT_BASE,
             file,
             edit,

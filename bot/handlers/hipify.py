@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, code_reply_parts, truncate
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, ngettext
+from hipbot.i18n import N_, _, localized, ngettext
 
 if TYPE_CHECKING:
     from hipbot.agents.hipify.compile_check import CheckResult
@@ -131,9 +131,11 @@ def port_snippet(ctx: Context, key: str, arch: str) -> Reply:
         )
     else:
         verdict = _("still does not compile for {arch}: {cause}").format(
-            arch=arch, cause=result.cause or _("see the errors")
+            arch=arch, cause=localized(result.cause) if result.cause else _("see the errors")
         )
-    fields = [Field(e.rule, truncate(f"{e.reason}\n{e.doc}".strip(), 1024)) for e in result.edits[:10]]
+    fields = [
+        Field(e.rule, truncate(f"{localized(e.reason)}\n{e.doc}".strip(), 1024)) for e in result.edits[:10]
+    ]
     if not result.compiled and result.errors:
         fields.append(Field("hipcc", truncate("```\n" + "\n".join(result.errors[:8]) + "\n```", 1024)))
     embed = Embed(
