@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fixtures_finetune import job_yaml, write_config_only_model, write_datasets
 
 from hipbot import i18n
 from hipbot.agents.hipify.compile_check import CheckResult, Diagnostic
@@ -219,3 +220,82 @@ def test_port_cli_causes_and_diff_reasons_in_chinese(
     assert records[0] == records[1]
     units = {u["source"]: u for u in records[1]["units"]}
     assert units["w.cu"]["cause"] == windows and units["m.cu"]["edits"][0]["reason"] == void_main
+
+
+def test_finetune_list_estimate_and_keys_in_chinese_json_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipbot.config import load_settings
+    from hipbot.jobs.finetune.backends import LocalJobs
+
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        job_yaml(write_config_only_model(tmp_path / "tiny"), write_datasets(tmp_path / "d"), tmp_path)
+    )
+    job = LocalJobs(load_settings()).submit(
+        config.read_text(), owner="ana", guild=None, dataset=None, dataset_name=None
+    )
+    number = job.job.id
+    en = _run(monkeypatch, capsys, "en", "finetune", "list")[1]
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "list")[1]
+    assert en.startswith(f"#{number} ") and "[queued]" in en and en.rstrip().endswith(" owner=ana")
+    assert "[排队中]" in zh and zh.rstrip().endswith(" 所有者=ana") and "GiB" in zh
+
+    en = _run(monkeypatch, capsys, "en", "finetune", "estimate", str(config))[1]
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "estimate", str(config))[1]
+    assert (
+        re.match(r"~\d+\.\d GiB per GPU \(weights [\d.]+, LoRA\+optimizer", en) and "parameters trained" in en
+    )
+    assert zh.startswith("每个 GPU 约 ") and "（权重 " in zh and "个参数中的 " in zh
+    figures = r"\d+(?:[.,]\d+)*"
+    assert sorted(re.findall(figures, en)) == sorted(re.findall(figures, zh))  # the same figures
+    json_en = _run(monkeypatch, capsys, "en", "finetune", "estimate", str(config), "--json")[1]
+    assert _run(monkeypatch, capsys, "zh_CN", "finetune", "estimate", str(config), "--json")[1] == json_en
+
+    keys = ("finetune", "keys", "sft_packing", "do_train")
+    en = _run(monkeypatch, capsys, "en", *keys)[1].splitlines()
+    zh = _run(monkeypatch, capsys, "zh_CN", *keys)[1].splitlines()
+    assert en[0].split() == ["sft_packing", "honoured", "Older", "name", "of", "packing."]
+    assert zh[0].split() == ["sft_packing", "生效", "packing", "的旧名称。"]
+    assert en[1].split()[:3] == ["do_train", "ignored", "Whether"] and zh[1].split()[:3] == [
+        "do_train",
+        "忽略",
+        "Whether",
+    ]
+    assert i18n.columns(zh[1].split("Whether")[0]) == len(
+        en[1].split("Whether")[0]
+    )  # the help column lines up
+
+
+def test_serve_actions_and_ingest_summary_in_chinese(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipbot.agents.docs.ingest import IngestSummary
+    from hipbot.config import load_settings
+    from hipbot.jobs.serve.registry import Adapter, Registry
+
+    add = ("serve", "servers", "add", "box", "http://127.0.0.1:9", "--base-model", "m", "--served-model", "s")
+    assert _run(monkeypatch, capsys, "en", *add)[0] == 0
+    registry = Registry.open(load_settings())
+    for name in ("a1", "a2"):
+        registry.add(Adapter(name, "m", None, 8, 16.0, ("q_proj",), 1, "0" * 64, Path("/x"), None, "", None))
+        registry.mark_loaded(name, "box", f"/x/{name}", copied=False)
+    en = _run(monkeypatch, capsys, "en", "serve", "unpublish", "a1")[1]
+    zh = _run(monkeypatch, capsys, "zh_CN", "serve", "unpublish", "a2")[1]
+    assert en.startswith("a1 on box: forgotten - server not reachable (")
+    assert zh.startswith("box 上的 a2: 已移除记录 - 服务器无法连接（")
+
+    summary = IngestSummary("docs", "db.sqlite", "bge", 12, 3, 1, 340, 56, 7, 2.25)
+    with i18n.using("en"):
+        en = str(summary)
+    with i18n.using("zh_CN"):
+        zh = str(summary)
+    assert en == (
+        "ingested 12 documents (3 changed, 1 removed), 56 API rows, 340 chunks, 7 embedded with bge in 2.2 s -> db.sqlite"
+    )
+    assert (
+        zh
+        == "已导入 12 篇文档（3 篇有改动，1 篇已删除），56 行 API 数据，340 个文本块，用 bge 嵌入了 7 个，用时 2.2 秒 -> db.sqlite"
+    )
+    with i18n.using("zh_CN"):
+        assert summary.to_dict()["model"] == "bge"

@@ -38,6 +38,7 @@ from hipbot.agents.hipify.mappings import parse_tables
 from hipbot.config import Settings, load_settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
+from hipbot.i18n import _
 
 PARSER_VERSION = "7"  # bump when docs_parse changes what chunks a file yields (or segment texts)
 PASSAGE_TOKENS = 128  # a passage vector reads its first 128 word pieces; its sentences are embedded too
@@ -60,11 +61,11 @@ class IngestSummary:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (
-            f"ingested {self.documents} documents ({self.changed} changed, {self.removed} removed), "
-            f"{self.api_rows} API rows, {self.chunks} chunks, {self.embedded} embedded "
-            f"with {self.model} in {self.seconds:.1f} s -> {self.database}"
-        )
+        """The summary for people, in the current language (``to_dict`` is never translated)."""
+        return _(
+            "ingested {documents} documents ({changed} changed, {removed} removed), {api_rows} API rows, "
+            "{chunks} chunks, {embedded} embedded with {model} in {seconds:.1f} s -> {database}"
+        ).format(**self.to_dict())
 
 
 def passage_text(title: str, section: str, text: str) -> str:

@@ -19,10 +19,10 @@ from hipbot.bot.handlers.common import (
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, truncate
 from hipbot.config import Settings
 from hipbot.errors import HipbotError, JobNotFound
-from hipbot.i18n import N_, _, using
+from hipbot.i18n import _, using
 from hipbot.jobs.finetune.backends import jobs_backend
 from hipbot.jobs.finetune.models import JobInfo
-from hipbot.jobs.finetune.queue import FINAL
+from hipbot.jobs.finetune.queue import FINAL, state_name
 
 STATE_ICONS = {
     "queued": "⏳",
@@ -31,15 +31,6 @@ STATE_ICONS = {
     "succeeded": "✅",
     "failed": "❌",
     "cancelled": "🚫",
-}
-# Job states as people read them; the queue, the JSON and the button ids keep the English word.
-STATE_NAMES = {
-    "queued": N_("queued"),
-    "assigned": N_("assigned"),
-    "running": N_("running"),
-    "succeeded": N_("succeeded"),
-    "failed": N_("failed"),
-    "cancelled": N_("cancelled"),
 }
 STATE_COLORS = {"succeeded": COLOR_OK, "failed": COLOR_FAIL, "cancelled": 0x95A5A6}
 
@@ -60,10 +51,6 @@ def _duration(seconds: float | None) -> str:
     if seconds < 3600:
         return _("{m} min {s:02d} s").format(m=seconds // 60, s=seconds % 60)
     return _("{h} h {m:02d} min").format(h=seconds // 3600, m=seconds % 3600 // 60)
-
-
-def state_name(state: str) -> str:
-    return _(STATE_NAMES[state]) if state in STATE_NAMES else state
 
 
 def job_embed(job: JobInfo) -> Embed:

@@ -125,7 +125,10 @@ def publish(ctx: Context, adapter: str) -> Reply:
     require_owner_or_admin(ctx, entry.owner, _("adapter {name}").format(name=entry.name))
     results = publish_lib.publish(registry, entry.name)
     ctx.audit("publish", target=entry.name, servers=[r.server for r in results])
-    lines = [f"`{r.server}`: {r.action}" + (f"\n⚠️ {r.warning}" if r.warning else "") for r in results]
+    lines = [
+        f"`{r.server}`: {publish_lib.action_name(r.action)}" + (f"\n⚠️ {r.warning}" if r.warning else "")
+        for r in results
+    ]
     return Reply(
         text=_("🚀 `{name}` is live: chat with `/chat adapter:{name}`").format(name=entry.name),
         embeds=[

@@ -14,7 +14,7 @@ import click
 
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import _
+from hipbot.i18n import N_, _, localized, pad
 
 if TYPE_CHECKING:
     from hipbot.jobs.finetune.backends import JobsBackend
@@ -44,6 +44,8 @@ def finetune() -> None:
 
 # validate/estimate/run/submit: [CONFIG] [OVERRIDES]...; options click does not know reach ARGS
 OVERRIDABLE = {"ignore_unknown_options": True}
+# `finetune keys`: what hipbot does with a key, as people read it (--kind takes the English word)
+KEY_KINDS = {"honoured": N_("honoured"), "ignored": N_("ignored"), "refused": N_("refused")}
 config_and_overrides = click.argument(
     "args", nargs=-1, type=click.UNPROCESSED, metavar="[CONFIG] [OVERRIDES]..."
 )
@@ -111,7 +113,10 @@ def validate(args: tuple[str, ...]) -> None:
     "--kind", type=click.Choice(["honoured", "ignored", "refused"]), default=None, help="Only this kind."
 )
 def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
-    """What each config key (NAMES, default: all) does here: honoured, ignored or refused, and why."""
+    """What each config key (NAMES, default: all) does here: honoured, ignored or refused, and why.
+
+    The kinds are in the terminal's language; the help texts and reasons are LLaMA-Factory's and
+    keys.yaml's, in English."""
     from hipbot.jobs.finetune.spec import KEYS
     from hipbot.jobs.finetune.spec.keys import did_you_mean
 
@@ -121,7 +126,7 @@ def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
     for row in (KEYS[n] for n in names or KEYS):
         if kind in (None, row.kind):
             why = f" ({row.reason})" if row.reason else ""
-            click.echo(f"{row.key:34} {row.kind:8} {row.help}{why}")
+            click.echo(f"{row.key:34} {pad(_(KEY_KINDS[row.kind]), 8)} {localized(row.help)}{why}")
 
 
 @finetune.command("estimate", context_settings=OVERRIDABLE)

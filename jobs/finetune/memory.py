@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hipbot.i18n import _
 from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
 
 GIB = 1024**3
@@ -162,13 +163,20 @@ class MemoryEstimate:
         }
 
     def summary(self) -> str:
-        d = self.as_dict()
-        return (
-            f"~{d['total_gib']:.1f} GiB per GPU (weights {d['weights_gib']}, LoRA+optimizer {d['lora_gib']}, "
-            f"activations {d['activations_gib']}, logits {d['logits_gib']}"
-            + (f", CPU offload {d['cpu_offload_gib']} GiB of host memory" if self.cpu_offload else "")
-            + f"); {self.trainable:,} of {self.params:,} parameters trained"
-        )
+        """The estimate for people, in the current language (``as_dict`` is never translated)."""
+        d = {**self.as_dict(), "trainable": f"{self.trainable:,}", "params": f"{self.params:,}"}
+        if self.cpu_offload:
+            text = _(
+                "~{total_gib:.1f} GiB per GPU (weights {weights_gib}, LoRA+optimizer {lora_gib}, "
+                "activations {activations_gib}, logits {logits_gib}, CPU offload {cpu_offload_gib} GiB of "
+                "host memory); {trainable} of {params} parameters trained"
+            )
+        else:
+            text = _(
+                "~{total_gib:.1f} GiB per GPU (weights {weights_gib}, LoRA+optimizer {lora_gib}, "
+                "activations {activations_gib}, logits {logits_gib}); {trainable} of {params} parameters trained"
+            )
+        return text.format(**d)
 
 
 def _fast_pieces(spec: Any, model_config: Any) -> tuple[bool, bool]:

@@ -26,6 +26,7 @@ import sqlite_utils
 
 from hipbot.db import migrate, utcnow
 from hipbot.errors import Forbidden, HipbotError, InvalidInput, JobNotFound, Unauthorized, WorkerNotFound
+from hipbot.i18n import N_, _
 from hipbot.jobs.finetune.models import GpuReport, JobInfo, LogLine, Progress, WorkerInfo
 
 if TYPE_CHECKING:
@@ -33,6 +34,15 @@ if TYPE_CHECKING:
 
 ACTIVE = ("assigned", "running")
 FINAL = ("succeeded", "failed", "cancelled")  # the one list of final states; others import it
+# Job states as people read them; the queue, the JSON and the bot's button ids keep the English word.
+STATE_NAMES = {
+    "queued": N_("queued"),
+    "assigned": N_("assigned"),
+    "running": N_("running"),
+    "succeeded": N_("succeeded"),
+    "failed": N_("failed"),
+    "cancelled": N_("cancelled"),
+}
 DEFAULT_LEASE_S = 90.0
 MAX_ID = 2**63 - 1  # SQLite's largest integer
 DEFAULT_MAX_ATTEMPTS = 3
@@ -207,16 +217,24 @@ class Job:
         return job_line(self.info())
 
 
+def state_name(state: str) -> str:
+    """A job state in the current language."""
+    return _(STATE_NAMES[state]) if state in STATE_NAMES else state
+
+
 def job_line(job: JobInfo) -> str:
-    """One line for ``finetune list`` and the bot's /jobs, from either backend's job."""
+    """One line for ``finetune list``, from either backend's job, in the current language."""
     progress = ""
     if job.progress_step is not None and job.progress_total:
-        progress = f" step {job.progress_step}/{job.progress_total}"
+        progress = " " + _("step {step}/{total}").format(step=job.progress_step, total=job.progress_total)
         if job.progress_loss is not None:
-            progress += f" loss {job.progress_loss:.4f}"
+            progress += " " + _("loss {loss:.4f}").format(loss=job.progress_loss)
     mem = f" ~{job.memory_gib:.1f}GiB" if job.memory_gib else ""
-    worker = f" on {job.worker_id}" if job.worker_id and job.state in ACTIVE else ""
-    return f"#{job.id} {job.name} [{job.state}]{progress}{worker}{mem} owner={job.owner or '-'}"
+    worker = (
+        " " + _("on {worker}").format(worker=job.worker_id) if job.worker_id and job.state in ACTIVE else ""
+    )
+    owner = _("owner={owner}").format(owner=job.owner or "-")
+    return f"#{job.id} {job.name} [{state_name(job.state)}]{progress}{worker}{mem} {owner}"
 
 
 @dataclass

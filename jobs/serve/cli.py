@@ -12,7 +12,7 @@ import click
 
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, columns, pad
+from hipbot.i18n import N_, _, columns, localized, pad
 from hipbot.jobs.serve.registry import DEFAULT_MAX_LORA_RANK, Registry, Server, validate_name
 
 
@@ -257,7 +257,7 @@ def unregister(name: str) -> None:
 def publish_cmd(name: str, server: str | None, job: str | None, path: Path | None, base_model: str | None,
                 owner: str | None) -> None:  # fmt: skip
     """Load adapter NAME on vLLM (registering it first with --job/--path). Safe to repeat."""
-    from hipbot.jobs.serve.publish import publish, register_and_publish
+    from hipbot.jobs.serve.publish import action_name, publish, register_and_publish
 
     if job is not None or path is not None:  # registered only if the publish goes through
         folder, keywords = _source(job, path, base_model, owner)
@@ -266,7 +266,7 @@ def publish_cmd(name: str, server: str | None, job: str | None, path: Path | Non
         results = publish(_registry(), name, server)
     for result in results:
         on = _("{adapter} on {server}").format(adapter=result.adapter, server=result.server)
-        click.echo(f"{on}: {result.action} ({result.lora_path})")
+        click.echo(f"{on}: {action_name(result.action)} ({result.lora_path})")
         if result.warning:
             click.echo(_("warning: {message}").format(message=result.warning), err=True)
 
@@ -276,15 +276,15 @@ def publish_cmd(name: str, server: str | None, job: str | None, path: Path | Non
 @click.option("--server", help="Only this server (default: everywhere it is published).")
 def unpublish_cmd(name: str, server: str | None) -> None:
     """Unload adapter NAME from vLLM; it stays in the registry."""
-    from hipbot.jobs.serve.publish import unpublish
+    from hipbot.jobs.serve.publish import action_name, unpublish
 
     results = unpublish(_registry(), name, server)
     if not results:
         click.echo(_("{name} is not published anywhere").format(name=name))
     for result in results:
-        extra = f" - {result.detail}" if result.detail else ""
+        extra = f" - {localized(result.detail)}" if result.detail else ""
         on = _("{adapter} on {server}").format(adapter=result.adapter, server=result.server)
-        click.echo(f"{on}: {result.action}{extra}")
+        click.echo(f"{on}: {action_name(result.action)}{extra}")
 
 
 @serve.command("sync")
@@ -292,7 +292,7 @@ def unpublish_cmd(name: str, server: str | None) -> None:
 @click.option("--every", type=float, help="Keep running, syncing every SECONDS (for a service).")
 def sync_cmd(server: str | None, every: float | None) -> None:
     """Reload on each server the adapters the registry says should be live (after a vLLM restart)."""
-    from hipbot.jobs.serve.publish import sync
+    from hipbot.jobs.serve.publish import action_name, sync
 
     registry = _registry()
     while True:
@@ -308,9 +308,10 @@ def sync_cmd(server: str | None, every: float | None) -> None:
                 if result.action == "error":
                     failed.append(f"{report.server}/{result.adapter}")
                     click.echo(f"{report.server}: {result.adapter}: {result.detail}")
-            summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or _(
-                "nothing to load"
-            )
+            summary = ", ".join(
+                _("{count} {action}").format(count=n, action=action_name(action))
+                for action, n in sorted(counts.items())
+            ) or _("nothing to load")
             click.echo(f"{report.server}: {summary}")
             if report.unknown:
                 unknown = _("also loaded, not in the registry: {names}").format(

@@ -24,6 +24,7 @@ from typing import Any
 from hipbot.config import Settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, _
 from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.template_record import PROBE_QUESTION
 from hipbot.jobs.serve.registry import Adapter, Registry, Server, validate_name
@@ -323,11 +324,28 @@ def unregister_adapter(registry: Registry, settings: Settings, name: str) -> Non
         shutil.rmtree(store)
 
 
+# What a publish did, as people read it; the result itself keeps the English word.
+ACTIONS = {
+    "loaded": N_("loaded"),
+    "already loaded": N_("already loaded"),
+    "reloaded": N_("reloaded"),
+    "unloaded": N_("unloaded"),
+    "not loaded": N_("not loaded"),
+    "forgotten": N_("forgotten"),
+    "error": N_("error"),
+}
+
+
+def action_name(action: str) -> str:
+    """An action of :class:`PublishResult` in the current language."""
+    return _(ACTIONS[action]) if action in ACTIONS else action
+
+
 @dataclass(frozen=True)
 class PublishResult:
     adapter: str
     server: str
-    action: str  # "loaded", "already loaded", "reloaded", "unloaded", "not loaded", "error"
+    action: str  # one of ACTIONS
     lora_path: str = ""
     detail: str = ""
     warning: str = ""  # the adapter is prompted differently from the server's plain chat request
@@ -477,7 +495,7 @@ def unpublish(registry: Registry, name: str, server: str | None = None) -> list[
             with _client(target) as client:
                 action = "unloaded" if client.unload_adapter(name) else "not loaded"
         except ServerDown as exc:
-            action, detail = "forgotten", f"server not reachable ({exc.message})"
+            action, detail = "forgotten", N_("server not reachable ({message})", message=exc.message)
         else:
             detail = ""
         registry.mark_unloaded(name, server_name)

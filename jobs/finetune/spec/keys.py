@@ -16,6 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.spec.models import FIELDS, GROUPS
 
 KeyKind = Literal["honoured", "ignored", "refused"]
@@ -75,7 +76,7 @@ def _table() -> dict[str, KeyInfo]:
         for name, info in model.model_fields.items():
             rows[name] = KeyInfo(name, "honoured", group, info.description or "")
     for old, new in data.aliases.items():
-        rows[old] = KeyInfo(old, "honoured", rows[new].group, f"Older name of {new}.", sets=new)
+        rows[old] = KeyInfo(old, "honoured", rows[new].group, N_("Older name of {key}.", key=new), sets=new)
     for name, text in data.shorthands.items():
         rows[name] = KeyInfo(name, "honoured", "shorthand", text)
     for block in data.ignored:
