@@ -8,9 +8,10 @@ import logging
 
 import click
 
+from hipbot.clihelp import Command, Group
 from hipbot.config import Settings, config_file_path, load_settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, current
+from hipbot.i18n import N_, _, current
 
 
 def _open_state(settings: Settings):  # -> BotState, imported lazily with the rest of the bot
@@ -70,7 +71,7 @@ def _run_discord(settings: Settings, *, message_content: bool, sync: bool, guild
         ) from exc
 
 
-@click.group()
+@click.group(cls=Group)
 def discord() -> None:
     """Run the Discord bot, or show its command tree."""
 
@@ -79,11 +80,13 @@ def discord() -> None:
 @click.option(
     "--message-content/--no-message-content",
     default=False,
-    help="Ask for the message-content intent (mentions in threads without a ping); slash commands need none.",
+    help=N_(
+        "Ask for the message-content intent (mentions in threads without a ping); slash commands need none."
+    ),
 )
-@click.option("--sync/--no-sync", default=True, help="Register the slash commands with Discord on start.")
+@click.option("--sync/--no-sync", default=True, help=N_("Register the slash commands with Discord on start."))
 @click.option(
-    "--guild", type=int, default=None, help="Register the commands in this guild only (instant updates)."
+    "--guild", type=int, default=None, help=N_("Register the commands in this guild only (instant updates).")
 )
 def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
     """Connect to Discord with DISCORD_TOKEN and serve the slash commands."""
@@ -91,7 +94,7 @@ def run_cmd(message_content: bool, sync: bool, guild: int | None) -> None:
 
 
 @discord.command("commands")
-@click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON (what Discord receives).")
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the tree as JSON (what Discord receives)."))
 def commands_cmd(as_json: bool) -> None:
     """Print the command tree (names, options, permissions) without connecting."""
     from hipbot.bot.commands import command as table_row
@@ -152,8 +155,8 @@ def _console(settings: Settings, commands: tuple[str, ...] = ()) -> None:
         loader.join()
 
 
-@click.command()
-@click.option("-c", "--command", "commands", multiple=True, help="Run this line (repeatable) and exit.")
+@click.command(cls=Command)
+@click.option("-c", "--command", "commands", multiple=True, help=N_("Run this line (repeatable) and exit."))
 def console(commands: tuple[str, ...]) -> None:
     """A terminal chat with the bot's commands (/ask, /hipify ...), no Discord needed."""
     _console(load_settings(), commands)
@@ -189,17 +192,19 @@ def first_start_ingest(settings: Settings, echo=click.echo) -> bool:
     return True
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option(
-    "--message-content/--no-message-content", default=False, help="See `hipbot discord run --help`."
+    "--message-content/--no-message-content", default=False, help=N_("See `hipbot discord run --help`.")
 )
 @click.option(
     "--coordinator-port",
     type=click.IntRange(0, 65535),
     default=8765,
     show_default=True,
-    help="Also serve the job coordinator and its operator page (/ui) on 127.0.0.1 at this port, "
-    "over the same database, unless HIPBOT_COORDINATOR_URL names another; 0: none.",
+    help=N_(
+        "Also serve the job coordinator and its operator page (/ui) on 127.0.0.1 at this port, "
+        "over the same database, unless HIPBOT_COORDINATOR_URL names another; 0: none."
+    ),
 )
 def start(message_content: bool, coordinator_port: int) -> None:
     """Start the assistant: the Discord bot when a token is set, else the terminal console; beside it

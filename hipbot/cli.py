@@ -9,6 +9,7 @@ import sys
 import click
 
 from hipbot import __version__
+from hipbot.clihelp import Group
 from hipbot.errors import HipbotError
 from hipbot.i18n import N_, _, env_locale, using
 
@@ -59,7 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     """A group whose sub-commands are imported only when invoked (or when their help is asked for)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:

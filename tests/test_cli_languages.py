@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import click
 import pytest
 from fixtures_finetune import job_yaml, write_config_only_model, write_datasets
 
@@ -299,3 +300,61 @@ def test_serve_actions_and_ingest_summary_in_chinese(
     )
     with i18n.using("zh_CN"):
         assert summary.to_dict()["model"] == "bge"
+
+
+def _help_pages(command: click.Command, name: str, parent: click.Context | None = None):
+    """(path, context, command) of every help page under ``command``."""
+    ctx = command.context_class(command, info_name=name, parent=parent)
+    yield ctx.command_path, ctx, command
+    if isinstance(command, click.Group):
+        for sub in command.list_commands(ctx):
+            yield from _help_pages(command.get_command(ctx, sub), sub, ctx)
+
+
+def _click_page(command: click.Command, ctx: click.Context) -> str:
+    """The page click's own classes write for ``command`` (its methods, not hipbot.clihelp's)."""
+    formatter = click.HelpFormatter(width=ctx.terminal_width, max_width=ctx.max_content_width)
+    click.Command.format_usage(command, ctx, formatter)
+    click.Command.format_help_text(command, ctx, formatter)
+    click.Command.format_arguments(command, ctx, formatter)
+    click.Command.format_options(command, ctx, formatter)
+    if isinstance(command, click.Group):
+        command.format_commands(ctx, formatter)
+    click.Command.format_epilog(command, ctx, formatter)
+    return formatter.getvalue().rstrip("\n")
+
+
+def test_help_pages_in_chinese_and_english_as_click_writes_them() -> None:
+    from hipbot.cli import cli
+
+    pages = list(_help_pages(cli, "hipbot"))
+    assert len(pages) > 40
+    for path, ctx, command in pages:
+        with i18n.using("en"):
+            assert command.get_help(ctx) == _click_page(command, ctx), path  # English: as click writes it
+        with i18n.using("zh_CN"):
+            zh = command.get_help(ctx)
+        assert zh.startswith(f"用法: {path} ") and "Usage:" not in zh, path
+        assert "选项:" in zh and "Options:" not in zh and "显示此帮助信息并退出。" in zh, path
+        assert "Show this message and exit." not in zh and "[default:" not in zh, path
+
+
+def test_port_and_finetune_help_in_chinese_english_unchanged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    en = _run(monkeypatch, capsys, "en", "port", "--help")[1]
+    zh = _run(monkeypatch, capsys, "zh_CN", "port", "--help")[1]
+    assert en.startswith("Usage: hipbot port [OPTIONS] SRC\n\n  Port the CUDA project in SRC to HIP into OUT")
+    assert "New or empty output folder.  [required]" in en and "[default: 4; 0<=x<=20]" in en
+    assert zh.startswith("用法: hipbot port [OPTIONS] SRC\n\n  把 SRC 中的 CUDA 项目移植为 HIP，写入 OUT")
+    assert "  -o, --out PATH              新的或空的输出文件夹。  [必需]" in zh.splitlines()
+    assert "每个单元的修复轮数。  [默认：4; 0<=x<=20]" in zh
+    assert "  示例：" in zh and "    hipbot port cuda_project/ -o hip_project/" in zh.splitlines()  # \b kept
+
+    en = _run(monkeypatch, capsys, "en", "finetune", "--help")[1].splitlines()
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "--help")[1].splitlines()
+    assert "  list      List jobs (active ones unless --all)." in en
+    assert "  list      列出任务（除非给出 --all，否则只列进行中的）。" in zh
+    assert "命令:" in zh and "Commands:" in en
+    zh_keys = _run(monkeypatch, capsys, "zh_CN", "finetune", "keys", "--help")[1]
+    assert "每个配置项（NAMES，默认：全部）在这里的作用" in zh_keys and "只显示这一类。" in zh_keys

@@ -10,23 +10,26 @@ from pathlib import Path
 import click
 
 from hipbot.agents.docs.labels import label, language_of
+from hipbot.clihelp import Command, Group
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import _
+from hipbot.i18n import N_, _
 
 
-@click.command("ingest")
+@click.command("ingest", cls=Command)
 @click.option(
     "--docs",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Corpus folder holding HIPIFY/docs and HIP/docs (default: HIPBOT_DOCS or ../shared/hip-docs).",
+    help=N_("Corpus folder holding HIPIFY/docs and HIP/docs (default: HIPBOT_DOCS or ../shared/hip-docs)."),
 )
-@click.option("--download", is_flag=True, help="Fetch the docs from the upstream ROCm repositories (cached).")
 @click.option(
-    "--ref", help="With --download: a release tag such as rocm-6.3.0 (default: the pinned commits)."
+    "--download", is_flag=True, help=N_("Fetch the docs from the upstream ROCm repositories (cached).")
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option(
+    "--ref", help=N_("With --download: a release tag such as rocm-6.3.0 (default: the pinned commits).")
+)
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the summary as JSON."))
+@click.option("--quiet", is_flag=True, help=N_("No progress bars."))
 def ingest(docs: Path | None, download: bool, ref: str | None, as_json: bool, quiet: bool) -> None:
     """Read the HIP docs and HIPIFY mapping tables into the database (incremental)."""
     from hipbot.agents.docs.ingest import ingest as run_ingest
@@ -35,16 +38,20 @@ def ingest(docs: Path | None, download: bool, ref: str | None, as_json: bool, qu
     click.echo(json.dumps(summary.to_dict()) if as_json else str(summary))
 
 
-@click.command("ask")
+@click.command("ask", cls=Command)
 @click.argument("question", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
-@click.option("--k", default=5, show_default=True, type=click.IntRange(1, 20), help="Passages to retrieve.")
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the answer as one JSON object."))
+@click.option(
+    "--k", default=5, show_default=True, type=click.IntRange(1, 20), help=N_("Passages to retrieve.")
+)
 @click.option(
     "--questions",
     type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
-    help='A JSONL file (or - for stdin), one {"question": ...} per line; prints one JSON answer per line.',
+    help=N_(
+        'A JSONL file (or - for stdin), one {"question": ...} per line; prints one JSON answer per line.'
+    ),
 )
-@click.option("--full", is_flag=True, help="Also print the full passages the answer was composed from.")
+@click.option("--full", is_flag=True, help=N_("Also print the full passages the answer was composed from."))
 def ask(question: str | None, as_json: bool, k: int, questions: Path | None, full: bool) -> None:
     """Answer a CUDA->HIP porting question from the docs, with sources."""
     from hipbot.agents.docs.answers import get_answerer
@@ -104,17 +111,17 @@ def _batch(path: Path, k: int) -> None:
         sys.stdout.flush()
 
 
-@click.group("answers")
+@click.group("answers", cls=Group)
 def answers() -> None:
     """Look at the answers the bot gave: the votes people left on them."""
 
 
 @answers.command("feedback")
 @click.option(
-    "--limit", type=click.IntRange(1), default=20, show_default=True, help="How many answers to show."
+    "--limit", type=click.IntRange(1), default=20, show_default=True, help=N_("How many answers to show.")
 )
-@click.option("--negative", is_flag=True, help="Only answers voted down on balance.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per answer.")
+@click.option("--negative", is_flag=True, help=N_("Only answers voted down on balance."))
+@click.option("--json", "as_json", is_flag=True, help=N_("One JSON object per answer."))
 def feedback(limit: int, negative: bool, as_json: bool) -> None:
     """The voted answers, worst first (net score, then down votes), with question and answer."""
     from hipbot.agents.docs.feedback import voted

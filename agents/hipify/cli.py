@@ -26,13 +26,14 @@ from hipbot.agents.hipify.tree import (
     write_file,
     write_stdout,
 )
+from hipbot.clihelp import Command, Group
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, ngettext
+from hipbot.i18n import N_, _, ngettext
 
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
 
-class _HipifyCommand(click.Command):
+class _HipifyCommand(Command):
     """hipify-clang puts clang's own arguments after ``--``; keep them out of the input list,
     and accept ``-o=FILE`` / ``-o-dir=DIR`` as hipify-clang writes them."""
 
@@ -69,38 +70,40 @@ def _flag(*names: str, help: str) -> click.Option:
     "--output",
     "output",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the one translation here.",
+    help=N_("Write the one translation here."),
 )
 @click.option(
     "--o-dir",
     "--output-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write translations under DIR, keeping the tree (-o-dir also works).",
+    help=N_("Write translations under DIR, keeping the tree (-o-dir also works)."),
 )
-@_flag("--inplace", help="Overwrite the inputs, keeping a .prehip backup of each.")
-@_flag("--roc", "-roc", help="Use rocBLAS/rocSPARSE/rocRAND/rocSOLVER names instead of hipBLAS/...")
-@_flag("--miopen", "-miopen", help="Use MIOpen names for cuDNN.")
-@_flag("--experimental", help="Also translate APIs HIP marks experimental.")
-@_flag("--hip-kernel-execution-syntax", help="Rewrite kernel<<<...>>>(...) as hipLaunchKernelGGL(...).")
-@_flag("--cuda-kernel-execution-syntax", help="Keep kernel<<<...>>>(...) (the default).")
-@_flag("--use-hip-data-types", help="cudaDataType_t -> hipDataType even with --roc.")
+@_flag("--inplace", help=N_("Overwrite the inputs, keeping a .prehip backup of each."))
+@_flag("--roc", "-roc", help=N_("Use rocBLAS/rocSPARSE/rocRAND/rocSOLVER names instead of hipBLAS/..."))
+@_flag("--miopen", "-miopen", help=N_("Use MIOpen names for cuDNN."))
+@_flag("--experimental", help=N_("Also translate APIs HIP marks experimental."))
+@_flag("--hip-kernel-execution-syntax", help=N_("Rewrite kernel<<<...>>>(...) as hipLaunchKernelGGL(...)."))
+@_flag("--cuda-kernel-execution-syntax", help=N_("Keep kernel<<<...>>>(...) (the default)."))
+@_flag("--use-hip-data-types", help=N_("cudaDataType_t -> hipDataType even with --roc."))
 @_flag(
     "--keep-strings",
-    help="Leave string literals untouched (by default exact CUDA API names in them are translated).",
+    help=N_("Leave string literals untouched (by default exact CUDA API names in them are translated)."),
 )
 @_flag(
     "--amap",
-    help="Accepted for hipify-clang compatibility (this translator always converts as much as possible).",
+    help=N_("Accepted for hipify-clang compatibility (this translator always converts as much as possible)."),
 )
-@_flag("--default-preprocessor", help="Same as --skip-excluded-preprocessor-conditional-blocks.")
+@_flag("--default-preprocessor", help=N_("Same as --skip-excluded-preprocessor-conditional-blocks."))
 @_flag(
     "--skip-excluded-preprocessor-conditional-blocks",
-    help="In #if/#ifdef branches the file's own macros rule out, rename names only (no launch/call rewrites).",
+    help=N_(
+        "In #if/#ifdef branches the file's own macros rule out, rename names only (no launch/call rewrites)."
+    ),
 )
-@_flag("--no-undocumented-features", help="Do not rewrite half2 .x/.y as reinterpret_cast<half&>(...).")
-@_flag("--no-warnings-on-undocumented-features", help="Accepted for hipify-clang compatibility.")
-@_flag("--save-temps", help="Accepted for hipify-clang compatibility.")
+@_flag("--no-undocumented-features", help=N_("Do not rewrite half2 .x/.y as reinterpret_cast<half&>(...)."))
+@_flag("--no-warnings-on-undocumented-features", help=N_("Accepted for hipify-clang compatibility."))
+@_flag("--save-temps", help=N_("Accepted for hipify-clang compatibility."))
 @click.option(
     "--temp-dir",
     "--cuda-path",
@@ -108,27 +111,31 @@ def _flag(*names: str, help: str) -> click.Option:
     "-p",
     "ignored_values",
     multiple=True,
-    help="Accepted for hipify-clang compatibility (ignored).",
+    help=N_("Accepted for hipify-clang compatibility (ignored)."),
 )
 @click.option(
     "-I",
     "include_dirs",
     multiple=True,
-    help="Include directory, used by --check (as after '--' in hipify-clang).",
+    help=N_("Include directory, used by --check (as after '--' in hipify-clang)."),
 )
-@click.option("-D", "defines", multiple=True, help="Macro definition NAME[=VALUE], used by --check.")
-@_flag("--print-stats", help="Print translation statistics (to stderr).")
-@_flag("--print-stats-csv", help="Write statistics as CSV beside each output (stderr for stdin/stdout).")
-@_flag("--examine", help="Translate without writing anything and print statistics.")
-@_flag("--json", "as_json", help="Print the whole report (and, for one file to stdout, the text) as JSON.")
-@_flag("--no-lints", help="Skip the AMD porting lints.")
+@click.option("-D", "defines", multiple=True, help=N_("Macro definition NAME[=VALUE], used by --check."))
+@_flag("--print-stats", help=N_("Print translation statistics (to stderr)."))
+@_flag("--print-stats-csv", help=N_("Write statistics as CSV beside each output (stderr for stdin/stdout)."))
+@_flag("--examine", help=N_("Translate without writing anything and print statistics."))
+@_flag(
+    "--json", "as_json", help=N_("Print the whole report (and, for one file to stdout, the text) as JSON.")
+)
+@_flag("--no-lints", help=N_("Skip the AMD porting lints."))
 @click.option(
     "--check",
     "check_arch",
     metavar="ARCH",
-    help="Compile the result with hipcc -fsyntax-only for ARCH (e.g. gfx90a).",
+    help=N_("Compile the result with hipcc -fsyntax-only for ARCH (e.g. gfx90a)."),
 )
-@click.option("--check-timeout", default=60.0, show_default=True, help="Seconds allowed for one hipcc check.")
+@click.option(
+    "--check-timeout", default=60.0, show_default=True, help=N_("Seconds allowed for one hipcc check.")
+)
 def hipify(
     inputs: tuple[str, ...],
     output: Path | None,
@@ -450,14 +457,14 @@ def _run_check(
 
 
 # --------------------------------------------------------------------------------------------------
-@click.group("mappings", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("mappings", cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 def mappings() -> None:
     """Look up or regenerate the bundled CUDA -> HIP mapping data (HIPIFY's tables)."""
 
 
 @mappings.command("show")
 @click.argument("names", nargs=-1, required=True)
-@_flag("--json", "as_json", help="Print the rows as JSON.")
+@_flag("--json", "as_json", help=N_("Print the rows as JSON."))
 def mappings_show(names: tuple[str, ...], as_json: bool) -> None:
     """Show the mapping rows of CUDA (or HIP/roc) names, e.g. cudaMemcpyToSymbol."""
     from dataclasses import asdict
@@ -504,14 +511,14 @@ def mappings_info() -> None:
     "--docs",
     "docs",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A HIPIFY checkout, its docs/tables folder, or the docs corpus root.",
+    help=N_("A HIPIFY checkout, its docs/tables folder, or the docs corpus root."),
 )
-@_flag("--download", help="Fetch docs/tables from the upstream repository (needs --ref).")
-@click.option("--ref", help="Upstream git ref for --download, e.g. rocm-6.3.0.")
+@_flag("--download", help=N_("Fetch docs/tables from the upstream repository (needs --ref)."))
+@click.option("--ref", help=N_("Upstream git ref for --download, e.g. rocm-6.3.0."))
 @click.option(
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write the data file (default: the bundled one).",
+    help=N_("Where to write the data file (default: the bundled one)."),
 )
 def mappings_update(docs: Path | None, download: bool, ref: str | None, output: Path | None) -> None:
     """Regenerate the mapping data file from HIPIFY's tables (--docs PATH or --download --ref REF)."""

