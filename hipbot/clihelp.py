@@ -12,10 +12,12 @@ in the catalogue, as click shows them).
 from __future__ import annotations
 
 import inspect
+import re
+from collections.abc import Iterable
 
 import click
 
-from hipbot.i18n import N_, _
+from hipbot.i18n import N_, _, columns
 
 # click's own words on a help page, looked up by their English text
 CLICK_WORDS = frozenset(
@@ -29,12 +31,69 @@ CLICK_WORDS = frozenset(
 )
 
 
+# a wide (CJK) character, or a run of other non-space characters: where a line may break
+_TOKEN = re.compile(
+    r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+"
+)
+_NO_LINE_START = frozenset("，。；：、）」』！？")
+
+
+def wrap_columns(paragraph: str, width: int) -> list[str]:
+    """``paragraph`` in lines of at most ``width`` terminal columns, broken at spaces or between
+    wide characters (never before closing punctuation), as click's wrapping (which breaks at
+    spaces and counts characters) cannot do for Chinese."""
+    lines: list[str] = []
+    tokens: list[str] = []  # the line being filled
+    for token in _TOKEN.findall(paragraph):
+        if token.isspace():
+            tokens += [token] if tokens else []
+            continue
+        line = "".join(tokens)
+        if columns(line + token) > width and line.strip():
+            cut = len(tokens)
+            if token in _NO_LINE_START:  # closing punctuation takes the word before it along
+                cut -= 1
+                while cut > 0 and (tokens[cut] in _NO_LINE_START or tokens[cut].isspace()):
+                    cut -= 1
+            if cut > 0:
+                lines.append("".join(tokens[:cut]).rstrip())
+                tokens = tokens[cut:]
+        tokens.append(token)
+    last = "".join(tokens).rstrip()
+    return [*lines, last] if last else lines
+
+
+def _prewrapped(text: str, width: int) -> str:
+    """Text with wide characters as click's raw (``\\b``) paragraphs, already wrapped to ``width``
+    columns; other text as it is, for click to wrap."""
+    if columns(text) == len(text):
+        return text
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith("\b\n") or columns(paragraph) == len(paragraph):
+            paragraphs.append(paragraph)
+        else:
+            paragraphs.append("\n".join(["\b", *wrap_columns(paragraph.replace("\n", " "), width)]))
+    return "\n\n".join(paragraphs)
+
+
 class HelpFormatter(click.HelpFormatter):
     def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
         super().write_usage(prog, args, prefix if prefix is not None else _("Usage:") + " ")
 
     def write_heading(self, heading: str) -> None:
         super().write_heading(_(heading) if heading in CLICK_WORDS else heading)
+
+    def write_text(self, text: str) -> None:
+        super().write_text(_prewrapped(text, self.width - self.current_indent))
+
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = list(rows)
+        first_col = min(max((columns(first) for first, _second in rows), default=0), col_max) + col_spacing
+        text_width = max(self.width - first_col - 2, 10)  # as click's write_dl wraps the second column
+        super().write_dl(
+            [(first, _prewrapped(second, text_width)) for first, second in rows], col_max, col_spacing
+        )
 
 
 class Context(click.Context):

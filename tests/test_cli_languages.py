@@ -337,6 +337,8 @@ def test_help_pages_in_chinese_and_english_as_click_writes_them() -> None:
         assert zh.startswith(f"用法: {path} ") and "Usage:" not in zh, path
         assert "选项:" in zh and "Options:" not in zh and "显示此帮助信息并退出。" in zh, path
         assert "Show this message and exit." not in zh and "[default:" not in zh, path
+        for line in zh.splitlines():  # Chinese lines wrapped by terminal columns (two a character)
+            assert i18n.columns(line) <= 80 or i18n.columns(line) == len(line), (path, line)
 
 
 def test_port_and_finetune_help_in_chinese_english_unchanged(
@@ -358,3 +360,16 @@ def test_port_and_finetune_help_in_chinese_english_unchanged(
     assert "命令:" in zh and "Commands:" in en
     zh_keys = _run(monkeypatch, capsys, "zh_CN", "finetune", "keys", "--help")[1]
     assert "每个配置项（NAMES，默认：全部）在这里的作用" in zh_keys and "只显示这一类。" in zh_keys
+
+
+def test_chinese_help_text_wraps_by_columns_and_keeps_closing_punctuation_off_line_starts() -> None:
+    from hipbot.clihelp import wrap_columns
+
+    lines = wrap_columns("只在这个服务器（guild）中注册命令（即时更新）。", 12)
+    assert "".join(lines) == "只在这个服务器（guild）中注册命令（即时更新）。"
+    assert all(i18n.columns(line) <= 12 for line in lines)
+    assert not any(line[0] in "，。；：、）" for line in lines)
+    assert wrap_columns("写 dataset=NAME）。", 8) == [
+        "写",
+        "dataset=NAME）。",
+    ]  # a word keeps its punctuation
