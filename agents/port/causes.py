@@ -27,6 +27,11 @@ def _source_line(state: UnitState, diag: Diag) -> str:
     return lines[diag.line - 1] if 0 < diag.line <= len(lines) else ""
 
 
+def _place(diag: Diag) -> str:
+    """Where a diagnostic points, as compilers write it: ``file:line``."""
+    return f"{diag.file}:{diag.line}"
+
+
 def _unsupported_cuda(name: str) -> str | None:
     table = mappings.load()
     rows = table.by_cuda.get(name)
@@ -55,7 +60,8 @@ def inline_ptx(state: UnitState) -> Cause | None:
         for m in _PTX_ASM.finditer(text):
             if _PTX_WORD.search(m.group(1)):
                 line = text.count("\n", 0, m.start()) + 1
-                return Cause("inline-ptx", N_(_INLINE_PTX, place=f"{rel}:{line}"))
+                where = f"{rel}:{line}"
+                return Cause("inline-ptx", N_(_INLINE_PTX, place=where))
     return None
 
 
@@ -93,7 +99,7 @@ def _defined_elsewhere(errors: list[Diag], state: UnitState, names: int = 3) -> 
                             "'{name}' ({place}) is declared in nothing this unit includes; "
                             "{path} defines it: the source is incomplete, nvcc refuses it too",
                             name=name,
-                            place=f"{diag.file}:{diag.line}",
+                            place=_place(diag),
                             path=str(rel),
                         ),
                     )
@@ -118,13 +124,13 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
             or "asm" in diag.message
             or "inline assembly" in diag.message
         ):
-            return Cause("inline-ptx", N_(_INLINE_PTX, place=f"{diag.file}:{diag.line}"))
+            return Cause("inline-ptx", N_(_INLINE_PTX, place=_place(diag)))
         if re.search(r"no template named '(surface|texture)'", diag.message):
             return Cause(
                 "no-hip-equivalent",
                 N_(
                     "legacy texture/surface references at {place}: rewrite with texture/surface objects",
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                 ),
             )
         if (
@@ -136,7 +142,7 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "no-hip-equivalent",
                 N_(
                     "dynamic parallelism (a kernel launching a kernel at {place}): no HIP equivalent",
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                 ),
             )
     for diag in errors:
@@ -145,7 +151,7 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 "not-valid-cuda",
                 N_(
                     "'#include' written without its '#' at {place}; nvcc refuses it too",
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                 ),
             )
         m = re.search(
@@ -158,7 +164,7 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 N_(
                     "the source is unfinished ('{placeholder}' placeholder at {place}); nvcc refuses it too",
                     placeholder=m.group(1) or m.group(2),
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                 ),
             )
     for diag in errors:
@@ -173,8 +179,8 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 N_(
                     "{name} needs ROCm {version} (target {target}; --rocm to change)",
                     name=name,
-                    version=f"{added[0]}.{added[1]}",
-                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    version=rocm.version_text(added),
+                    target=rocm.version_text(state.rocm),
                 ),
             )
         cause = identifier_cause(name)
@@ -191,7 +197,7 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                     "'{name}' ({place}) is a CUDA name translation did not reach (a macro builds it "
                     "with ## or hides it): its HIP name is {hip}",
                     name=name,
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                     hip=hip,
                 ),
             )
@@ -204,8 +210,8 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                     "cooperative groups tiles have no {name}() in ROCm {target} ({place}): "
                     "a newer ROCm has it (--rocm to target one)",
                     name=m.group(1),
-                    target=f"{state.rocm[0]}.{state.rocm[1]}",
-                    place=f"{diag.file}:{diag.line}",
+                    target=rocm.version_text(state.rocm),
+                    place=_place(diag),
                 ),
             )
         if m and m.group(2) in ("hipDeviceProp_t", "hipDeviceProp_tR0600"):
@@ -214,8 +220,8 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 N_(
                     "hipDeviceProp_t has no field '{name}' in ROCm {target} ({place})",
                     name=m.group(1),
-                    target=f"{state.rocm[0]}.{state.rocm[1]}",
-                    place=f"{diag.file}:{diag.line}",
+                    target=rocm.version_text(state.rocm),
+                    place=_place(diag),
                 ),
             )
     for diag in errors:
@@ -226,8 +232,8 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 N_(
                     "<{header}> is not in ROCm {target} ({place}): a newer ROCm has it (--rocm to target one)",
                     header=m.group(1),
-                    target=f"{state.rocm[0]}.{state.rocm[1]}",
-                    place=f"{diag.file}:{diag.line}",
+                    target=rocm.version_text(state.rocm),
+                    place=_place(diag),
                 ),
             )
         if m:
@@ -236,7 +242,7 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                 N_(
                     "'{header}' not found ({place}): not in the project nor installed",
                     header=m.group(1),
-                    place=f"{diag.file}:{diag.line}",
+                    place=_place(diag),
                 ),
             )
     for diag in errors:
@@ -252,8 +258,8 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                     N_(
                         "{name} is defined __device__/__host__ at {place} but declared in its class without "
                         "it: nvcc merges the two, clang does not; give the declaration the same specifier",
-                        name=f"{m.group(2)}::{m.group(1)}",
-                        place=f"{diag.file}:{diag.line}",
+                        name=m.group(2) + "::" + m.group(1),
+                        place=_place(diag),
                     ),
                 )
     cause = _defined_elsewhere(errors, state)
@@ -261,7 +267,5 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
         return cause
     if errors:
         d = errors[0]
-        return Cause(
-            "error", N_("hipcc: {message} at {place}", message=d.message, place=f"{d.file}:{d.line}")
-        )
+        return Cause("error", N_("hipcc: {message} at {place}", message=d.message, place=_place(d)))
     return Cause("error", N_("hipcc failed without a diagnostic"))

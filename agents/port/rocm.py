@@ -44,6 +44,11 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def version_text(version: tuple[int, int]) -> str:
+    """``(5, 2)`` as people write it: ``5.2``."""
+    return "{}.{}".format(*version)
+
+
 @cache
 def installed_version() -> tuple[int, int] | None:
     """The HIP version of the installed hipcc (``hipcc --version``: 'HIP version: 5.2.21153-0')."""

@@ -46,7 +46,7 @@ def _shim_fix(state: UnitState, diag: Diag, name: str, why: str, doc: str) -> Fi
             "{name}: {why} (target ROCm {target}); {shim} supplies it",
             name=name,
             why=why,
-            target=f"{state.rocm[0]}.{state.rocm[1]}",
+            target=rocm.version_text(state.rocm),
             shim=rocm.SHIM_NAME,
         ),
         doc,
@@ -128,7 +128,7 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
                 N_(
                     "<{header}> is not in ROCm {target}: {shim} has cooperative_groups::reduce",
                     header=name,
-                    target=f"{state.rocm[0]}.{state.rocm[1]}",
+                    target=rocm.version_text(state.rocm),
                     shim=rocm.SHIM_NAME,
                 ),
                 rocm.DOC_CG,
@@ -407,7 +407,7 @@ def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
         N_(
             "hipDeviceProp_t has no {name} in ROCm {target}: {why}",
             name=name,
-            target=f"{state.rocm[0]}.{state.rocm[1]}",
+            target=rocm.version_text(state.rocm),
             why=why,
         ),
         DOC_PROPS,
