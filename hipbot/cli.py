@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from hipbot import __version__
+from hipbot import __version__, clierrors
 from hipbot.clihelp import Group
 from hipbot.errors import HipbotError
 from hipbot.i18n import N_, _, env_locale, using
@@ -117,7 +117,7 @@ def _main(argv: list[str] | None) -> int:
         click.echo(_("aborted"), err=True)
         return 130
     except click.ClickException as exc:
-        exc.show()
+        clierrors.show(exc)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

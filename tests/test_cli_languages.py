@@ -373,3 +373,86 @@ def test_chinese_help_text_wraps_by_columns_and_keeps_closing_punctuation_off_li
         "写",
         "dataset=NAME）。",
     ]  # a word keeps its punctuation
+
+
+@click.command()
+@click.argument("src", type=click.Path(exists=True))
+@click.option("--steps", type=click.IntRange(1, 9), default=1)
+@click.option("--rate", type=float, default=1.0)
+@click.option("--kind", type=click.Choice(["honoured", "ignored"]), required=True)
+@click.option("--name")
+def _probe(src: str, steps: int, rate: float, kind: str, name: str) -> None:
+    """A command to make click's own errors with."""
+
+
+@pytest.mark.parametrize(
+    ("args", "english", "chinese"),
+    [
+        (["--kind", "ignored"], "Missing argument 'SRC'.", "缺少参数 'SRC'。"),
+        (["."], "Missing option '--kind'. Choose from:", "缺少选项 '--kind'。可选值："),
+        (
+            ["/nonexistent", "--kind", "ignored"],
+            "Path '/nonexistent' does not exist.",
+            "路径 '/nonexistent' 不存在。",
+        ),
+        (
+            [".", "--kind", "x"],
+            "'x' is not one of 'honoured', 'ignored'.",
+            "'x' 不是 'honoured', 'ignored' 之一。",
+        ),
+        (
+            [".", "--kind", "ignored", "--steps", "12"],
+            "12 is not in the range 1<=x<=9.",
+            "12 不在范围 1<=x<=9 内。",
+        ),
+        (
+            [".", "--kind", "ignored", "--rate", "fast"],
+            "'fast' is not a valid float.",
+            "'fast' 不是有效的浮点数。",
+        ),
+        (
+            [".", "--kind", "ignored", "--nmae", "a"],
+            "No such option '--nmae'. (Did you mean one of: '--name', '--rate'?)",
+            "没有选项 '--nmae'。（你是想输入以下之一吗：'--name', '--rate'？）",
+        ),
+        ([".", "--kind", "ignored", "--steeps", "2"], "Did you mean '--steps'?", "你是想输入 '--steps' 吗？"),
+        ([".", "--kind", "ignored", "extra"], "Got unexpected extra argument (extra)", "多余的参数（extra）"),
+        (
+            [".", "--kind", "ignored", "--name"],
+            "Option '--name' requires an argument.",
+            "选项 '--name' 需要一个值。",
+        ),
+    ],
+)
+def test_clicks_own_errors_in_chinese_with_their_values(args: list[str], english: str, chinese: str) -> None:
+    """click's real exceptions (so a click upgrade that rewords one fails here): English as click
+    writes it, Chinese with the same option names and values."""
+    from hipbot.clierrors import localize
+
+    with pytest.raises(click.UsageError) as caught:
+        _probe.main(args, standalone_mode=False)
+    message = caught.value.format_message()
+    assert english in message
+    with i18n.using("en"):
+        assert localize(message) == message
+    with i18n.using("zh_CN"):
+        assert chinese in localize(message)
+
+
+def test_usage_errors_of_the_cli_in_the_terminals_language(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, en = _run(monkeypatch, capsys, "en", "hipfy")
+    assert code == 2
+    assert (
+        en
+        == "Usage: hipbot [OPTIONS] COMMAND [ARGS]...\nTry 'hipbot --help' for help.\n\nError: No such command 'hipfy'.\n"
+    )
+    code, _out, zh = _run(monkeypatch, capsys, "zh_CN", "hipfy")
+    assert code == 2
+    assert (
+        zh
+        == "用法: hipbot [OPTIONS] COMMAND [ARGS]...\n运行 'hipbot --help' 查看帮助。\n\n错误：没有命令 'hipfy'。\n"
+    )
+    code, _out, zh = _run(monkeypatch, capsys, "zh_CN", "port")
+    assert (code, zh.splitlines()[-1]) == (2, "错误：缺少参数 'SRC'。")
