@@ -242,6 +242,14 @@ def test_finetune_list_estimate_and_keys_in_chinese_json_unchanged(
     assert en.startswith(f"#{number} ") and "[queued]" in en and en.rstrip().endswith(" owner=ana")
     assert "[排队中]" in zh and zh.rstrip().endswith(" 所有者=ana") and "GiB" in zh
 
+    en = _run(monkeypatch, capsys, "en", "finetune", "status", str(number))[1].splitlines()
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "status", str(number))[1].splitlines()
+    assert en[2].split() == ["state", "queued"] and zh[2].split() == ["状态", "排队中"]
+    assert "config:" in en and "配置：" in zh
+    assert en[en.index("config:") :][1:] == zh[zh.index("配置：") :][1:]  # the YAML as recorded
+    assert [line.split()[-1] for line in en[:3]] != [line.split()[-1] for line in zh[:3]]
+    assert [i18n.columns(line.split()[0]) <= 16 for line in zh[:3]] == [True] * 3
+
     en = _run(monkeypatch, capsys, "en", "finetune", "estimate", str(config))[1]
     zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "estimate", str(config))[1]
     assert (

@@ -346,36 +346,43 @@ def list_cmd(owner: str | None, all_: bool, url: str | None, token: str | None) 
         click.echo(job_line(job))
 
 
+# ``finetune status``: the job's fields shown, with their labels
+STATUS_FIELDS = (
+    ("id", N_("id")),
+    ("name", N_("name")),
+    ("state", N_("state")),
+    ("owner", N_("owner")),
+    ("worker_id", N_("worker")),
+    ("attempts", N_("attempts")),
+    ("memory_gib", N_("memory GiB")),
+    ("progress_step", N_("step")),
+    ("progress_total", N_("steps")),
+    ("progress_loss", N_("loss")),
+    ("checkpoint_step", N_("checkpoint")),
+    ("adapter_dir", N_("adapter")),
+    ("error", N_("error")),
+    ("created_at", N_("created")),
+    ("finished_at", N_("finished")),
+)
+
+
 @finetune.command()
 @click.argument("job_id", type=int)
 @_with_coordinator
 def status(job_id: int, url: str | None, token: str | None) -> None:
     """Show one job: state, progress, memory estimate, worker, metrics, adapter."""
+    from hipbot.jobs.finetune.queue import state_name
+
     job = _jobs(url, token).get(job_id)
-    keys = (
-        "id",
-        "name",
-        "state",
-        "owner",
-        "worker_id",
-        "attempts",
-        "memory_gib",
-        "progress_step",
-        "progress_total",
-        "progress_loss",
-        "checkpoint_step",
-        "adapter_dir",
-        "error",
-        "created_at",
-        "finished_at",
-    )
-    for key in keys:
-        if getattr(job, key) is not None:
-            click.echo(f"{key:16} {getattr(job, key)}")
+    for key, label in STATUS_FIELDS:
+        value = getattr(job, key)
+        if value is not None:
+            click.echo(f"{pad(_(label), 16)} {state_name(value) if key == 'state' else value}")
     if job.metrics:
-        click.echo(f"{'metrics':16} {json.dumps(job.metrics)}")
+        label = _("metrics")
+        click.echo(f"{pad(label, 16)} {json.dumps(job.metrics)}")
     # the effective config (file + overrides) the job was recorded with: enough to rerun it
-    click.echo("config:")
+    click.echo(_("config:"))
     click.echo(textwrap.indent(job.spec_yaml.rstrip("\n"), "  "))
 
 
