@@ -154,8 +154,6 @@ def _training_arguments(
     }
     if plan is not None and plan.optim:
         kwargs["optim"] = plan.optim
-    if plan is not None and plan.torch_compile:
-        kwargs["torch_compile"] = True
     if spec.tf32 is not None and not use_cpu and is_torch_tf32_available():
         kwargs["tf32"] = spec.tf32  # TF32 exists on NVIDIA Ampere+ only; elsewhere the flag means nothing
     if "train_sampling_strategy" in params:  # transformers 5
@@ -345,7 +343,7 @@ def _model_and_data(
     """The LoRA model with the plan's pieces installed, the tokenizer, the examples and the collator."""
     from hipbot.jobs.finetune.datasets import build_examples
     from hipbot.jobs.finetune.fast import attention, collate
-    from hipbot.jobs.finetune.fast.plan import apply
+    from hipbot.jobs.finetune.fast.plan import apply, apply_after_lora
 
     if plan.attn_implementation == attention.ATTN_IMPLEMENTATION:
         attention.register()
@@ -356,6 +354,7 @@ def _model_and_data(
     )
     apply(plan, model)
     model = _lora(model, spec, Path(job["output_dir"]))
+    apply_after_lora(plan, model)
     if plan.neat_packing:
         examples = build_examples(spec.model_copy(update={"packing": False}), tokenizer, job["dataset_dir"])
         examples.train = collate.neat_pack(examples.train, spec.cutoff_len)

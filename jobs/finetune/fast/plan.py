@@ -4,8 +4,9 @@ LLaMA-Factory's own switches are honoured: ``enable_liger_kernel`` (Liger's fuse
 SwiGLU, RoPE and linear cross-entropy), ``use_unsloth`` (hipbot's fast path stands in for
 Unsloth, which has no ROCm build), ``flash_attn`` (``disabled`` = eager attention, ``sdpa`` = SDPA
 on padded batches, ``fa2``/``fa3``/``auto`` = padding-free varlen attention), ``neat_packing``
-(examples packed to ``cutoff_len`` with attention kept inside each) and ``torch_compile``.
-``hipbot_fast: false`` turns off every piece the job did not ask for by name.
+(examples packed to ``cutoff_len`` with attention kept inside each) and ``torch_compile``
+(regional: each decoder layer compiled, the identical layers sharing one graph, so compiling an 8B
+model takes seconds). ``hipbot_fast: false`` turns off every piece the job did not ask for by name.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class FastPlan:
     padding_free: bool = False
     neat_packing: bool = False
     fused_loss: bool = False
+    fused_lora: bool = False
     optim: str | None = None  # the optimizer to use instead of the spec's
     torch_compile: bool = False
     attn_implementation: str | None = None  # None: transformers' default (SDPA)
@@ -63,7 +65,7 @@ class FastPlan:
 
     @property
     def active(self) -> bool:
-        return self.liger or self.padding_free or self.fused_loss
+        return self.liger or self.padding_free or self.fused_loss or self.fused_lora
 
     def describe(self) -> str:
         on = [
@@ -76,8 +78,9 @@ class FastPlan:
                     "fused linear cross-entropy on labelled tokens" + (" (Liger)" if self.liger else ""),
                     self.fused_loss,
                 ),
+                ("fused LoRA linears", self.fused_lora),
                 (f"optimizer {self.optim}", bool(self.optim)),
-                ("torch.compile", self.torch_compile),
+                ("torch.compile of each decoder layer", self.torch_compile),
             )
             if used
         ]
@@ -128,6 +131,8 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
             + ("ZeRO-3 (lm_head is partitioned)" if zero3 else "label smoothing")
         )
     optim = None
+    # ZeRO-3 partitions the base weights the fused LoRA linears multiply by
+    fused_lora = on and not zero3
     if on and on_gpu and spec.optim in FUSED_OPTIMIZERS and not spec.deepspeed:
         optim = FUSED_OPTIMIZERS[spec.optim]
     return FastPlan(
@@ -135,6 +140,7 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
         padding_free=padding_free,
         neat_packing=sw.neat_packing,
         fused_loss=fused_loss,
+        fused_lora=fused_lora,
         optim=optim,
         torch_compile=sw.torch_compile,
         attn_implementation=ATTN_IMPLEMENTATION if padding_free else attn,
@@ -164,3 +170,30 @@ def apply(plan: FastPlan, model: Any) -> None:
         loss.install(model, liger=plan.liger)
     elif plan.fused_loss:
         log.info("the loss takes transformers' path: %s is not a plain linear head", type(head).__name__)
+
+
+def apply_after_lora(plan: FastPlan, model: Any) -> None:
+    """Install the pieces that act on the peft model: fused LoRA linears, compiled decoder layers."""
+    from hipbot.jobs.finetune.fast import lora
+
+    if plan.fused_lora:
+        log.info("fused LoRA forward on %d linears", lora.fuse(model))
+    if plan.torch_compile:
+        compiled = compile_layers(model)
+        log.info(
+            "torch.compile: %s",
+            f"{compiled} decoder layers, compiled at their first step"
+            if compiled
+            else "no decoder layers found (transformers' GradientCheckpointingLayer); the model runs eager",
+        )
+
+
+def compile_layers(model: Any) -> int:
+    """``nn.Module.compile`` on each decoder layer; returns how many. The layers run one code
+    object, so dynamo compiles it once for all of them (and once more when lengths vary)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    for layer in layers:
+        layer.compile()
+    return len(layers)
