@@ -11,10 +11,12 @@ to change. It counts what PyTorch's allocator holds at the peak of a training st
   gradient checkpointing; one hidden state per layer plus one recomputed layer with it;
 * the logits and the loss's fp32 copies over the vocabulary, which dominate small models.
 
-The fast path (``fast/``) changes three terms: Liger's RMSNorm and SwiGLU keep fewer activations
-per token, the fused loss holds one chunk of logits instead of all of them, and selective
-checkpointing recomputes only the layers the GPU needs (``checkpointed_layers``). The estimate
-counts batch x cutoff_len tokens, the most a padding-free batch can hold.
+The fast path (``fast/``) changes four terms: Liger's RMSNorm and SwiGLU keep fewer activations
+per token, the fused loss holds one chunk of logits instead of all of them, the fused LoRA linears
+keep one input per group of adapters reading it (peft keeps a copy per adapter), and selective
+checkpointing recomputes only the layers the GPU needs, or a fifth of them where it needs fewer
+(``checkpointed_layers``). The estimate counts batch x cutoff_len tokens, the most a padding-free
+batch can hold.
 
 The per-token coefficients were measured on an H200 (bench/bench_finetune.py) and are kept
 within 15 % of the measured peaks there.
@@ -33,8 +35,9 @@ from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
 GIB = 1024**3
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
-# Bytes per token and layer, times the width named (bf16/fp16 activations); see module docstring.
-ACT_PER_HIDDEN = 16.0
+# Bytes per token and layer, times the width named (bf16/fp16 activations), besides the inputs the
+# LoRA adapters keep (``_lora_inputs``); see module docstring.
+ACT_PER_HIDDEN = 12.0
 ACT_PER_INTERMEDIATE = 6.0
 ACT_PER_KV = 4.0
 # Extra bytes per token and layer under ZeRO-3 (LinearFunctionForZeroStage3 saves 3 hidden-wide
@@ -44,13 +47,17 @@ ZERO3_INPUTS_PER_INTERMEDIATE = 2.0
 # Bytes per token per vocabulary entry at the loss: bf16 logits, fp32 copy, log-softmax and grads.
 LOGIT_BYTES = 12.0
 # With Liger's kernels: RMSNorm keeps its input and SwiGLU its two inputs (no SiLU output, no fp32 copies).
-LIGER_PER_HIDDEN = 12.0
+LIGER_PER_HIDDEN = 8.0
 LIGER_PER_INTERMEDIATE = 4.0
 # The fused loss holds one chunk of fp32 logits (and their gradient) at a time.
 FUSED_LOGIT_BYTES = 8.0
 LIGER_CHUNK_TOKENS = 256
 # The share of a GPU's memory the fast path's selective checkpointing plans to fill.
 HEADROOM = 0.85
+# With gradient checkpointing on, the fast path recomputes at least this share of the layers: one
+# layer's recompute costs ~1 % of a step (every layer: 1.32x on the H200 recipe), so a fifth keeps
+# the low-memory mode within 1.1x of the fast mode's step time.
+LOW_MEMORY_SHARE = 0.2
 # Allocator slack and CUDA workspaces (cuBLAS, attention) that do not grow with the model.
 WORKSPACE = 0.5 * GIB
 
@@ -179,15 +186,29 @@ class MemoryEstimate:
         return text.format(**d)
 
 
-def _fast_pieces(spec: Any, model_config: Any) -> tuple[bool, bool]:
-    """(Liger's kernels, the fused loss) as the fast path would run them on a GPU with Liger."""
+def _fast_pieces(spec: Any, model_config: Any) -> tuple[bool, bool, bool]:
+    """(Liger's kernels, the fused loss, the fused LoRA linears) as the fast path would run them
+    on a GPU with Liger."""
     from hipbot.jobs.finetune.fast.plan import decide
 
     get = (
         model_config.get if isinstance(model_config, dict) else lambda k, d=None: getattr(model_config, k, d)
     )
     plan = decide(spec, str(get("model_type", "") or ""), on_gpu=True, liger_available=True)
-    return plan.liger, plan.fused_loss
+    return plan.liger, plan.fused_loss, plan.fused_lora
+
+
+def _lora_inputs(shape: ModelShape, targets: list[str], fused: bool) -> int:
+    """Bytes per token and layer of the inputs the LoRA adapters keep for their gradients: peft
+    keeps a compute-dtype copy per adapter (it casts the input to the adapter's fp32, autocast back);
+    the fused linears keep the input itself, once for the adapters that read the same tensor."""
+    mods = shape.modules()
+    names = ALL_LINEAR if "all" in targets else [t.split(".")[-1] for t in targets]
+    names = [n for n in names if n in mods]
+    if not fused:
+        return sum(2 * mods[n][0] for n in names)
+    groups = {("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("o_proj",), ("down_proj",)}
+    return sum(2 * mods[group[0]][0] for group in groups if any(n in group for n in names))
 
 
 def estimate(
@@ -205,33 +226,42 @@ def estimate(
     layer is checkpointed: the least memory the job can run in.
     """
     shape = ModelShape.from_config(model_config)
-    liger, fused_loss = _fast_pieces(spec, model_config)
+    pieces = _fast_pieces(spec, model_config)
     if not spec.use_gradient_checkpointing:
         ckpt = 0
-    elif gpu_gib is None or not (liger or fused_loss):
+    elif gpu_gib is None or not any(pieces):
         ckpt = shape.layers
     else:
         ckpt = checkpointed_layers(spec, model_config, n_gpus, gpu_gib, precision=precision)
-    return _estimate(spec, shape, n_gpus, precision, ckpt, liger, fused_loss)
+    return _estimate(spec, shape, n_gpus, precision, ckpt, *pieces)
 
 
 def checkpointed_layers(
     spec: Any, model_config: Any, n_gpus: int, gpu_gib: float, *, precision: str = "bf16"
 ) -> int:
-    """The fewest decoder layers to checkpoint so that the job fits ``HEADROOM`` of ``gpu_gib``
-    (every layer when even that does not fit): recomputing a layer costs about a third of its step
-    time, so the fast path recomputes no more than the GPU's memory asks for."""
+    """The decoder layers to checkpoint: the fewest that make the job fit ``HEADROOM`` of
+    ``gpu_gib`` (every layer when even that does not fit), and no fewer than ``LOW_MEMORY_SHARE``
+    of them, so that asking for checkpointing always saves memory. Recomputing a layer costs about
+    a third of its step time, so the fast path recomputes no more than that asks for."""
     shape = ModelShape.from_config(model_config)
-    liger, fused_loss = _fast_pieces(spec, model_config)
+    pieces = _fast_pieces(spec, model_config)
     budget = HEADROOM * gpu_gib * GIB
-    for ckpt in range(shape.layers + 1):
-        if _estimate(spec, shape, n_gpus, precision, ckpt, liger, fused_loss).total <= budget:
+    least = round(LOW_MEMORY_SHARE * shape.layers)
+    for ckpt in range(least, shape.layers + 1):
+        if _estimate(spec, shape, n_gpus, precision, ckpt, *pieces).total <= budget:
             return ckpt
     return shape.layers
 
 
 def _estimate(
-    spec: Any, shape: ModelShape, n_gpus: int, precision: str, ckpt: int, liger: bool, fused_loss: bool
+    spec: Any,
+    shape: ModelShape,
+    n_gpus: int,
+    precision: str,
+    ckpt: int,
+    liger: bool,
+    fused_loss: bool,
+    fused_lora: bool,
 ) -> MemoryEstimate:
     """The estimate with ``ckpt`` of the layers checkpointed."""
     n = max(1, n_gpus)
@@ -265,6 +295,7 @@ def _estimate(
         (LIGER_PER_HIDDEN, LIGER_PER_INTERMEDIATE) if liger else (ACT_PER_HIDDEN, ACT_PER_INTERMEDIATE)
     )
     per_layer_token = per_hidden * shape.hidden + per_inter * shape.intermediate + ACT_PER_KV * kv
+    per_layer_token += _lora_inputs(shape, spec.lora_target, fused_lora)
     per_layer_token += 2 * spec.lora_rank * 2  # LoRA's rank-wide intermediates
     if stage == 3:
         # ZeRO-3 swaps nn.Linear's autograd for its own function, which saves every linear's input
