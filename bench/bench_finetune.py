@@ -2,7 +2,8 @@
 q_proj,v_proj (r=8), bf16, per-device batch 4, cutoff_len 1024.
 
 Side by side, on the same tokenized batches in the same order: a plain transformers+peft loop
-(``plain``), the same loop with Liger's kernels (``liger``), and hipbot's trainer through the
+(``plain``), the same loop with Liger's kernels (``liger``) and with hipbot's fused LoRA linears
+too (``liger_lora``), and hipbot's trainer through the
 worker's own launch path (``runner.run_child``) with its default fast path (``hipbot``), its plain
 path (``hipbot_off``: ``hipbot_fast: false``) or ``neat_packing`` (``hipbot_neat``); ``_gc``
 adds gradient checkpointing, ``z2``/``z3``/``z3_offload`` DeepSpeed. Each run prints ms/step,
@@ -58,7 +59,8 @@ SHAPES = {
         "tie_word_embeddings": False,
     },
 }
-LOOPS = {"plain": False, "liger": True}  # the bare loop, with or without Liger's kernels
+# the bare loop: (Liger's kernels, hipbot's fused LoRA linears)
+LOOPS = {"plain": (False, False), "liger": (True, False), "liger_lora": (True, True)}
 HIPBOT = {  # the spec keys of each hipbot run
     "hipbot": {},
     "hipbot_off": {"hipbot_fast": False},
@@ -240,9 +242,17 @@ def run_hipbot(spec: Any, job_dir: Path, warmup: int) -> dict[str, Any]:
 
 
 def loop(
-    model: str, data: str, steps: int, batch: int, cutoff: int, gc: bool, liger: bool, warmup: int
+    model: str,
+    data: str,
+    steps: int,
+    batch: int,
+    cutoff: int,
+    gc: bool,
+    pieces: tuple[bool, bool],
+    warmup: int,
 ) -> dict:
-    """Plain transformers + peft: load bf16, wrap LoRA, AdamW, loop (``liger``: Liger's kernels first)."""
+    """Plain transformers + peft: load bf16, wrap LoRA, AdamW, loop (``pieces``: Liger's kernels
+    first, hipbot's fused LoRA linears after peft)."""
     launched = time.time()
     import torch
     from peft import LoraConfig, get_peft_model
@@ -255,6 +265,7 @@ def loop(
     tok = AutoTokenizer.from_pretrained(model)
     examples = build_examples(spec, tok, data).train
     m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16).cuda()
+    liger, fused_lora = pieces
     if liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
@@ -267,6 +278,10 @@ def loop(
     m = get_peft_model(
         m, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     )
+    if fused_lora:
+        from hipbot.jobs.finetune.fast.lora import fuse
+
+        fuse(m)
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
     collate = PaddedCollator(tok.pad_token_id or tok.eos_token_id)
     torch.cuda.reset_peak_memory_stats()
@@ -389,7 +404,7 @@ def main() -> None:
         loop_name = run.removesuffix("_gc")
         if loop_name in LOOPS:
             spec = spec.model_copy(
-                update={"hipbot_fast": False, "enable_liger_kernel": LOOPS[loop_name] or None}
+                update={"hipbot_fast": False, "enable_liger_kernel": LOOPS[loop_name][0] or None}
             )
         # the loops checkpoint every layer; hipbot only what this GPU needs
         est = estimate(spec, config, 1, precision="bf16", gpu_gib=None if loop_name in LOOPS else gpu_gib)
