@@ -19,7 +19,7 @@ from hipbot.bot.handlers.common import (
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, truncate
 from hipbot.config import Settings
 from hipbot.errors import HipbotError, JobNotFound
-from hipbot.i18n import _, using
+from hipbot.i18n import _, localized, using
 from hipbot.jobs.finetune.backends import jobs_backend
 from hipbot.jobs.finetune.models import JobInfo
 from hipbot.jobs.finetune.queue import FINAL, state_name
@@ -340,7 +340,7 @@ def finetune(
     reply = job_reply(job_data)
     reply.text = _("Queued fine-tune **#{id}**; this message follows the job.").format(id=job_data.id)
     if submitted.warning:
-        reply.text += f"\n⚠️ {submitted.warning}"
+        reply.text += f"\n⚠️ {localized(submitted.warning)}"
     return reply
 
 

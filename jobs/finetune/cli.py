@@ -327,7 +327,7 @@ def submit(
     )
     click.echo(_("submitted job #{id} ({name})").format(id=reply.job.id, name=reply.job.name))
     if reply.warning:
-        click.echo(_("warning: {message}").format(message=reply.warning))
+        click.echo(_("warning: {message}").format(message=localized(reply.warning)))
 
 
 @finetune.command("list")

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.memory import (
     MemoryEstimate,
     auto_deepspeed,
@@ -91,7 +92,9 @@ def accept_job(
         shutil.rmtree(folder, ignore_errors=True)  # a job that was not queued leaves no file behind
         raise
     if est is None:
-        return job, f"no memory estimate for {spec.model_name_or_path}: any worker may take it"
+        return job, N_(
+            "no memory estimate for {model}: any worker may take it", model=spec.model_name_or_path
+        )
     if any(job_fits(job, w) for w in workers):
         return job, None
     warning = fit_message(est, max((w.memory_gib for w in workers), default=None), spec)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hipbot.i18n import _
+from hipbot.i18n import N_, Message, _
 from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
 
 GIB = 1024**3
@@ -338,19 +338,36 @@ def auto_deepspeed(spec: Any, model_config: Any, n_gpus: int, gpu_gib: float) ->
     return "z3_offload"
 
 
-def fit_message(est: MemoryEstimate, largest_gib: float | None, spec: Any) -> str:
-    """What to tell a user whose job fits no worker."""
-    where = f"the largest worker has {largest_gib:.0f} GiB" if largest_gib else "no worker is registered yet"
-    tips = []
+def fit_message(est: MemoryEstimate, largest_gib: float | None, spec: Any) -> Message:
+    """What to tell a user whose job fits no worker (English where a ``str`` goes, localized where
+    shown)."""
+    where = (
+        N_("the largest worker has {gib} GiB", gib=f"{largest_gib:.0f}")
+        if largest_gib
+        else N_("no worker is registered yet")
+    )
+    tips: list[str] = []
     if not (spec.deepspeed and spec.offload):
         tips.append("deepspeed: z3_offload")
     if not spec.use_gradient_checkpointing:
         tips.append("gradient_checkpointing: true")
     if spec.per_device_train_batch_size > 1:
         tips.append(
-            f"a smaller batch (per_device_train_batch_size: {max(1, spec.per_device_train_batch_size // 2)}, "
-            "with more gradient_accumulation_steps)"
+            N_(
+                "a smaller batch (per_device_train_batch_size: {size}, with more gradient_accumulation_steps)",
+                size=max(1, spec.per_device_train_batch_size // 2),
+            )
         )
     if spec.cutoff_len > 512:
         tips.append(f"cutoff_len: {spec.cutoff_len // 2}")
-    return f"needs ~{est.total_gib:.1f} GiB; {where}; try " + (" / ".join(tips) or "a smaller model")
+    return N_(
+        "needs ~{gib} GiB; {where}; try {tips}",
+        gib=f"{est.total_gib:.1f}",
+        where=where,
+        tips=_alternatives(tips) if tips else N_("a smaller model"),
+    )
+
+
+def _alternatives(tips: list[str]) -> str:
+    """``a / b / c``, each part localized where shown."""
+    return tips[0] if len(tips) == 1 else N_("{first} / {rest}", first=tips[0], rest=_alternatives(tips[1:]))

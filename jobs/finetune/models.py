@@ -7,7 +7,15 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    field_validator,
+)
 
 BIG = 2**63 - 1  # SQLite's largest integer
 
@@ -143,7 +151,8 @@ class Submitted(BaseModel):
     """A queued job and a warning for the user (no memory estimate, no worker fits), if any."""
 
     job: JobInfo
-    warning: str | None = None
+    # kept as given (not validated into a plain str): a hipbot.i18n.Message is localized where shown
+    warning: SkipValidation[str | None] = None
 
 
 class WorkerInfo(BaseModel):

@@ -15,6 +15,7 @@ from hipbot.bot.permissions import Actor
 from hipbot.bot.state import BotState, GuildConfig
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import using
 from hipbot.jobs.finetune.queue import JobQueue
 
 GUILD = 77
@@ -85,6 +86,14 @@ def test_finetune_yaml_and_dataset_attachment_is_queued(
     assert "Memory estimate" in {f.name for f in reply.embeds[0].fields}
     assert "no worker is registered yet" in reply.text  # said at once, as the coordinator says it
     assert state.audit_log(guild_id=GUILD)[0]["action"] == "finetune.start"
+    with using("zh_CN"):  # a member whose Discord speaks Chinese: the same warning, in Chinese
+        zh = handlers.finetune(
+            as_user(settings, state, 8), yaml_text=yaml_for(tiny_model, max_steps=3), dataset=("p.json", DATA)
+        )
+    assert "还没有注册的工作节点" in zh.text and "no worker" not in zh.text
+    assert "deepspeed: z3_offload" in zh.text or "gradient_checkpointing: true" in zh.text  # keys as written
+    log = JobQueue.open(settings.database).logs(int(zh.meta["job_id"]))
+    assert any("no worker is registered yet" in row.line for row in log)  # the stored log stays English
 
 
 def test_finetune_from_options_only(settings: Settings, state: BotState, tiny_model: Path) -> None:
