@@ -12,7 +12,7 @@ that follows a chosen sentence is kept whole when the question asks how to do so
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hipbot.agents.docs.labels import label
 from hipbot.agents.docs.parse import sentence_spans
@@ -22,6 +22,7 @@ from hipbot.agents.docs.sentences import Unit, units
 ANSWER_CHARS = 600  # the answer before its sources: one Discord message with room to spare
 MAX_BULLETS = 4
 CODE_CHARS = 500  # a code block longer than this is left to "More"
+COMMAND_CHARS = 120  # a one-line code block up to this long can be quoted as a command
 EXTRACT_LIMITS = (1400, 900, 700, 500, 400)  # "More": characters quoted from the 1st..5th passage
 FOCUS_WEIGHT = 1  # as much as one word of the question
 DENSE_WEIGHT = 0.55
@@ -40,6 +41,7 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[:,]$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
 # Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
 # directive left in the text (":::{grid-item-card} ...").
 _NOT_PROSE = re.compile(r"[\[$#>]|\(gdb\)|:\d+:\S|:::")
@@ -156,6 +158,19 @@ def _acts(text: str, question: str) -> float:
     return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0)
 
 
+def _command(code: str) -> str | None:
+    """The one line of a short code block (fences and comments aside), when it is a command or
+    setting short enough to quote inline."""
+    lines = [
+        line.strip()
+        for line in code.splitlines()
+        if line.strip() and not _FENCE.match(line) and not line.strip().startswith(("#", "//"))
+    ]
+    if len(lines) == 1 and len(lines[0]) <= COMMAND_CHARS and "`" not in lines[0]:
+        return lines[0]
+    return None
+
+
 def score_units(
     passages: list[Passage],
     terms: list[tuple[str, float]],
@@ -184,6 +199,10 @@ def score_units(
                 default=0.8 * max((s for _, _, s in segments), default=0.0),
             )
             score = DENSE_WEIGHT * cosine + LEXICAL_WEIGHT * min(hit / total, 1.0) + RANK_WEIGHT / (rank + 1)
+            command = what_to_do and unit.kind == "code" and _command(unit.text)
+            if command:
+                # a one-line command or setting that names what to use answers "how do I ..."
+                unit = replace(unit, text=f"`{command}`", kind="command")
             if what_to_do and unit.kind != "code":
                 score += _acts(unit.text, question)
             if (

@@ -144,6 +144,11 @@ def test_conceptual_answers_quote_the_right_passage(
     assert fact in answer.answer + answer.more
 
 
+def test_a_one_line_command_from_a_code_block_answers_how_to(engine) -> None:
+    answer = engine.ask("How can I find the HIP install path in my Makefile?")
+    assert "`HIP_PATH ?= $(shell hipconfig --path)`" in answer.answer
+
+
 def test_conceptual_question_naming_an_api_gets_passages_and_the_mapping(engine) -> None:
     answer = engine.ask("why does my __shfl_down_sync code give wrong sums on MI250?")
     assert answer.mode == "extractive"

@@ -130,6 +130,36 @@ def test_a_code_block_that_answers_a_how_to_question_is_kept_whole() -> None:
     assert "hipcc hipDevice.cpp -c -fgpu-rdc -o hipDevice.o\nar rcsD libHipDevice.a hipDevice.o" in out.text
 
 
+def test_a_one_line_command_block_is_an_answer_for_a_what_to_do_question_only() -> None:
+    text = (
+        "The test suite needs the page-migration setting on MI200 accelerators.\n\n"
+        "```shell\n# from the build directory\nHSA_XNACK=1 ctest --label-regex migration --output-on-failure\n```\n\n"
+        "Tests that fail without it are listed in the release notes.\n"
+    )
+    out = compose(
+        "Which setting do the tests need for page migration?",
+        [passage(text)],
+        weights("tests", "migration"),
+        {},
+    )
+    assert (
+        "`HSA_XNACK=1 ctest --label-regex migration --output-on-failure` [1]" in out.text
+        and "```" not in out.text
+    )
+    # a question that does not ask what to do keeps code out of the answer's lines
+    plain = compose("page migration tests", [passage(text)], weights("tests", "migration"), {})
+    assert "HSA_XNACK" not in plain.text
+    # a block of several commands is not quoted inline
+    several = text.replace("--output-on-failure\n", "--output-on-failure\nctest -j 8\n")
+    out = compose(
+        "Which setting do the tests need for page migration?",
+        [passage(several)],
+        weights("tests", "migration"),
+        {},
+    )
+    assert "`HSA_XNACK=1 ctest" not in out.text
+
+
 def test_fact_lines_come_first_and_nothing_found_says_so_in_the_asker_language() -> None:
     out = compose("x", [passage(WRAPPED)], weights("macro"), {}, fact_lines=["`a` \u2192 `b`."])
     assert out.text.startswith("`a` \u2192 `b`.")
