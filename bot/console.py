@@ -23,7 +23,7 @@ from hipbot.bot.replies import Button, Reply
 from hipbot.bot.state import BotState
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, env_locale, using
+from hipbot.i18n import N_, _, env_locale, localized, using
 
 log = logging.getLogger(__name__)
 PROMPT = "hipbot> "
@@ -120,8 +120,8 @@ class Console:
                 text = self._read_paste(line) if line.startswith("```") else line
                 self.show(handlers.mention(self.ctx, text))
         except HipbotError as exc:
-            hint = "\n" + _("hint: {hint}").format(hint=exc.hint) if exc.hint else ""
-            self.show(Reply(text=_("error: {message}").format(message=exc.message) + hint))
+            hint = "\n" + _("hint: {hint}").format(hint=localized(exc.hint)) if exc.hint else ""
+            self.show(Reply(text=_("error: {message}").format(message=localized(exc.message)) + hint))
         except Exception as exc:  # noqa: BLE001 - one line's bug must not end the session
             log.exception("console line %r failed", line)
             self.show(

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hipbot.i18n import _
+from hipbot.i18n import _, localized
 
 # Discord's documented limits (https://discord.com/developers/docs/resources/message).
 MESSAGE_LIMIT = 2000
@@ -151,10 +151,11 @@ class Reply:
 
 
 def error_reply(message: str, hint: str | None = None) -> Reply:
-    """Errors are private to the user who caused them and say what to do next."""
-    text = f"⚠️ {message}"
+    """Errors are private to the user who caused them and say what to do next (a ``Message`` in the
+    current language)."""
+    text = f"⚠️ {localized(message)}"
     if hint:
-        text += f"\n💡 {hint}"
+        text += f"\n💡 {localized(hint)}"
     return Reply(text=text, ephemeral=True)
 
 

@@ -11,7 +11,7 @@ import click
 from hipbot import __version__, clierrors
 from hipbot.clihelp import Group
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, env_locale, using
+from hipbot.i18n import N_, _, env_locale, localized, using
 
 # name -> ("module:attribute", one-line help shown by `hipbot --help`, in the terminal's language)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -109,9 +109,9 @@ def _main(argv: list[str] | None) -> int:
         # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
         result = cli.main(args=argv, prog_name="hipbot", standalone_mode=False)
     except HipbotError as exc:
-        click.echo(_("error: {message}").format(message=exc.message), err=True)
+        click.echo(_("error: {message}").format(message=localized(exc.message)), err=True)
         if exc.hint:
-            click.echo("  " + _("hint: {hint}").format(hint=exc.hint), err=True)
+            click.echo("  " + _("hint: {hint}").format(hint=localized(exc.hint)), err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo(_("aborted"), err=True)

@@ -18,7 +18,7 @@ import gettext as _gettext
 import io
 import os
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -132,6 +132,24 @@ class Message(str):
             return translated
         values = {k: v.localized(locale) if isinstance(v, Message) else v for k, v in self.values.items()}
         return translated.format(**values)
+
+
+class Joined(Message):
+    """Texts joined by ``separator`` (a heading and its list of problems), each localized where
+    shown: in English it is ``separator.join(parts)``."""
+
+    separator: str
+    parts: tuple[str, ...]
+
+    def __new__(cls, separator: str, parts: Iterable[str]) -> Joined:
+        parts = tuple(parts)
+        text = str.__new__(cls, separator.join(parts))
+        text.template, text.values = str(text), {}
+        text.separator, text.parts = separator, parts
+        return text
+
+    def localized(self, locale: str | None = None) -> str:
+        return self.separator.join(localized(p, locale) for p in self.parts)
 
 
 def localized(text: str, locale: str | None = None) -> str:

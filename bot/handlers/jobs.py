@@ -312,7 +312,7 @@ def finetune(
 
     checked = validate_job(text, dataset[1] if dataset else None, dataset[0] if dataset else None)
     if not checked.ok:
-        raise HipbotError(str(checked.error))
+        raise HipbotError(checked.error or "")
     backend = jobs_backend(ctx.settings)
 
     def is_running(job_id: str) -> bool:

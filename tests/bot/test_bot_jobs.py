@@ -4,6 +4,7 @@ rendering, and the serving commands' refusals when nothing is served yet."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,18 @@ def test_finetune_validation_errors_are_listed(settings: Settings, state: BotSta
     message = str(err.value)
     assert "lora_rnak" in message and "lora_rank" in message  # did you mean
     assert "bf16" in message and "fp16" in message
+    with using("zh_CN"):  # a member whose Discord speaks Chinese: the same problems, in Chinese
+        zh = handlers.safe(
+            handlers.finetune,
+            replace(ctx, locale="zh_CN"),
+            yaml_text=yaml_for(tiny_model, lora_rnak=8, use_badam="true", learning_rate="fast"),
+            dataset=("d.json", DATA),
+        )
+    assert zh.ephemeral and "有 3 个问题：" in zh.text and "problem" not in zh.text
+    assert "未知配置项 'lora_rnak'；你是不是想写 'lora_rank'？" in zh.text
+    assert "use_badam: true 不受支持：BAdam 是全参数优化器" in zh.text  # key names and values as written
+    assert "learning_rate：输入应为有效的数字，无法将字符串解析为数字（收到的是 'fast'）" in zh.text
+    assert "提示：配置项遵循 LLaMA-Factory 的训练 YAML" in zh.text and "hint" not in zh.text
     with pytest.raises(HipbotError, match="no record has a prompt"):
         handlers.finetune(ctx, yaml_text=yaml_for(tiny_model), dataset=("d.json", b'[{"foo": 1}]'))
     with pytest.raises(HipbotError, match="not valid YAML"):

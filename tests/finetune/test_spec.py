@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import localized, using
 from hipbot.jobs.finetune.spec import SpecError, load_spec, parse_spec, validate_job
+from hipbot.jobs.finetune.spec.parse import _pydantic_message
 
 BASE = {
     "model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -82,6 +84,39 @@ def test_unknown_key_did_you_mean() -> None:
     assert one(lora_rnak=8) == "unknown key 'lora_rnak'; did you mean 'lora_rank'?"
     assert one(learning_rat=1e-4).endswith("did you mean 'learning_rate'?")
     assert one(completely_unrelated=1) == "unknown key 'completely_unrelated'"
+
+
+def test_problems_in_chinese_with_the_same_keys_and_values() -> None:
+    bad = {"lora_rnak": 8, "cutoff_len": 3.5, "bf16": "maybe", "stage": "dpo", "lora_target": {"a": 1}}
+    with pytest.raises(SpecError) as err:
+        parse_spec({"model_name_or_path": "m", "dataset": "d", **bad})
+    english = str(err.value)
+    with using("zh_CN"):
+        problems = [localized(p) for p in err.value.problems]
+        shown = localized(err.value.message)
+    assert str(err.value) == english and english.isascii()  # the error itself stays English
+    assert shown.startswith("任务配置 有 5 个问题：\n  - 未知配置项 'lora_rnak'；你是不是想写 'lora_rank'？")
+    assert "cutoff_len：输入应为有效的整数，得到的是带小数部分的数（收到的是 3.5）" in problems
+    assert "bf16：输入应为有效的布尔值，无法解释该输入（收到的是 'maybe'）" in problems
+    assert (
+        "stage 'dpo' 不受支持：worker 每个提示词训练一个回答（stage: sft），而不是偏好对（DPO）" in problems
+    )
+    assert "lora_target：必须是以逗号分隔的字符串或列表（收到的是 {'a': 1}）" in problems  # the spec's own
+
+
+def test_pydantic_messages_of_other_types_or_wordings_stay_as_pydantic_wrote_them() -> None:
+    new_type = {"type": "some_new_type", "loc": ("x",), "msg": "Something new", "input": 1}
+    reworded = {"type": "float_parsing", "loc": ("x",), "msg": "Not a number", "input": "a"}
+    with using("zh_CN"):
+        assert localized(_pydantic_message(new_type)) == "Something new"
+        assert localized(_pydantic_message(reworded)) == "Not a number"
+        literal = {
+            "type": "literal_error",
+            "loc": ("x",),
+            "msg": "Input should be 'a' or 'b'",
+            "ctx": {"expected": "'a' or 'b'"},
+        }
+        assert localized(_pydantic_message(literal)) == "输入应为 'a' or 'b'"
 
 
 def test_bf16_and_fp16_together() -> None:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 import hipbot.deploy
+from hipbot.i18n import N_
 
 # vLLM's --max-lora-rank values (vllm/config/lora.py, ``MaxLoRARanks``): a server takes adapters of
 # any rank up to its setting, so an adapter above the largest cannot be served anywhere.
@@ -54,7 +55,7 @@ def split_list(value: object) -> list[str]:
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list | tuple):
         return [str(part).strip() for part in value if str(part).strip()]
-    raise ValueError("must be a comma-separated string or a list")
+    raise ValueError(N_("must be a comma-separated string or a list"))
 
 
 def _json_dict(value: object) -> object:
@@ -63,7 +64,7 @@ def _json_dict(value: object) -> object:
         try:
             return json.loads(value)
         except ValueError as exc:
-            raise ValueError(f"not valid JSON: {exc}") from exc
+            raise ValueError(N_("not valid JSON: {error}", error=exc)) from exc
     return value
 
 

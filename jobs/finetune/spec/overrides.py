@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.spec.keys import ALIASES, KEYS
 
 # A config as read from YAML (or from overrides): key -> value, before validation.
@@ -92,13 +93,20 @@ def parse_overrides(args: Sequence[str] | str, *, own_options: Collection[str] =
             key, value = name.strip(), _scalar(text)
         else:
             problems.append(
-                f"{word!r} is not an override: write key=value, --key value or --key=value "
-                "(the config file, if any, comes first)"
+                N_(
+                    "{word!r} is not an override: write key=value, --key value or --key=value "
+                    "(the config file, if any, comes first)",
+                    word=word,
+                )
             )
             continue
         if key in own_options and key not in KEYS:
             problems.append(
-                f"{key} is an option of this command, not a config key: write --{key.replace('_', '-')}"
+                N_(
+                    "{key} is an option of this command, not a config key: write {option}",
+                    key=key,
+                    option="--" + key.replace("_", "-"),
+                )
             )
             continue
         values.pop(key, None)

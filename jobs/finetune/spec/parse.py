@@ -14,10 +14,12 @@ from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, Joined, Message
 from hipbot.jobs.finetune.spec.checks import check_spec
-from hipbot.jobs.finetune.spec.keys import ALIASES, KEYS, METHOD_REASONS, did_you_mean
+from hipbot.jobs.finetune.spec.keys import ALIASES, KEYS, METHOD_REASONS, unknown_key
 from hipbot.jobs.finetune.spec.models import (
     COMPUTE_TYPES,
     DEEPSPEED_PRESETS,
@@ -29,16 +31,23 @@ from hipbot.jobs.finetune.spec.models import (
 from hipbot.jobs.finetune.spec.overrides import Overrides, RawConfig, apply_overrides
 from hipbot.jobs.finetune.spec.safe_yaml import safe_load
 
+JOB_CONFIG = N_("job config")
+NOT_A_MAPPING = N_("expected a mapping of keys to values (a LLaMA-Factory train YAML)")
+
 
 class SpecError(HipbotError):
-    """A job file with problems; ``problems`` lists every one, each a full sentence."""
+    """A job file with problems; ``problems`` lists every one, each a full sentence (a ``Message``
+    where hipbot wrote it: English as a ``str``, in the user's language where shown)."""
 
-    def __init__(self, problems: list[str], *, source: str = "job config") -> None:
+    def __init__(self, problems: list[str], *, source: str = JOB_CONFIG) -> None:
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
+        if len(problems) == 1:
+            heading = N_("{source} has 1 problem:", source=source)
+        else:
+            heading = N_("{source} has {count} problems:", source=source, count=len(problems))
         super().__init__(
-            f"{source} has {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n{lines}",
-            hint="keys follow LLaMA-Factory's train YAML; see `hipbot finetune validate --help`",
+            Joined("\n  - ", [heading, *problems]),
+            hint=N_("keys follow LLaMA-Factory's train YAML; see `hipbot finetune validate --help`"),
         )
 
 
@@ -57,13 +66,26 @@ def _normalise(raw: RawConfig, problems: list[str]) -> RawConfig:
         key = ALIASES.get(key, key)
         if key == "compute_type":
             if value not in COMPUTE_TYPES:
-                problems.append(f"compute_type must be one of {', '.join(COMPUTE_TYPES)}, got {value!r}")
+                problems.append(
+                    N_(
+                        "compute_type must be one of {types}, got {value!r}",
+                        types=", ".join(COMPUTE_TYPES),
+                        value=value,
+                    )
+                )
                 continue
             alias = {"bf16": {"bf16": True}, "fp16": {"fp16": True}, "fp32": {"bf16": False, "fp16": False}}
             implied = alias.get(value, {"pure_bf16": True})
             for name, flag in implied.items():
                 if name in raw and raw[name] != flag:
-                    problems.append(f"compute_type: {value} contradicts {name}: {raw[name]}")
+                    problems.append(
+                        N_(
+                            "compute_type: {value} contradicts {name}: {other}",
+                            value=value,
+                            name=name,
+                            other=raw[name],
+                        )
+                    )
                 data[name] = flag
         elif key == "adafactor":  # the old TrainingArguments flag for optim: adafactor
             if _is_set(value):
@@ -74,34 +96,93 @@ def _normalise(raw: RawConfig, problems: list[str]) -> RawConfig:
                 data[flag] = True
             elif value not in ("random", "batch_rebalance"):
                 problems.append(
-                    f"train_sampling_strategy must be random, sequential or group_by_length, got {value!r}"
+                    N_(
+                        "train_sampling_strategy must be random, sequential or group_by_length, got {value!r}",
+                        value=value,
+                    )
                 )
         elif (row := KEYS.get(key)) is None:
-            problems.append(f"unknown key {key!r}{did_you_mean(key)}")
+            problems.append(unknown_key(key))
         elif row.kind == "refused":
             allowed = row.unset_up_to is not None and isinstance(value, int) and value <= row.unset_up_to
             if _is_set(value) and not allowed:
                 shown = json.dumps(value, default=str)
-                problems.append(f"{key}: {shown} is not supported: {row.reason}")
+                problems.append(
+                    N_("{key}: {value} is not supported: {reason}", key=key, value=shown, reason=row.reason)
+                )
         elif row.kind == "honoured":
             data.setdefault(key, value)
     return data
 
 
+# pydantic's messages by error type, in pydantic's words (its ``ctx`` values in braces): the types a
+# YAML file can run into. A message pydantic words otherwise (another version) is shown as it is.
+PYDANTIC_MESSAGES = {
+    "float_parsing": N_("Input should be a valid number, unable to parse string as a number"),
+    "float_type": N_("Input should be a valid number"),
+    "finite_number": N_("Input should be a finite number"),
+    "int_parsing": N_("Input should be a valid integer, unable to parse string as an integer"),
+    "int_type": N_("Input should be a valid integer"),
+    "int_from_float": N_("Input should be a valid integer, got a number with a fractional part"),
+    "int_parsing_size": N_("Unable to parse input string as an integer, exceeded maximum size"),
+    "bool_parsing": N_("Input should be a valid boolean, unable to interpret input"),
+    "bool_type": N_("Input should be a valid boolean"),
+    "string_type": N_("Input should be a valid string"),
+    "list_type": N_("Input should be a valid list"),
+    "dict_type": N_("Input should be a valid dictionary"),
+    "model_type": N_("Input should be a valid dictionary or instance of {class_name}"),
+    "none_required": N_("Input should be None"),
+    "literal_error": N_("Input should be {expected}"),
+    "enum": N_("Input should be {expected}"),
+    "greater_than": N_("Input should be greater than {gt}"),
+    "greater_than_equal": N_("Input should be greater than or equal to {ge}"),
+    "less_than": N_("Input should be less than {lt}"),
+    "less_than_equal": N_("Input should be less than or equal to {le}"),
+    "multiple_of": N_("Input should be a multiple of {multiple_of}"),
+}
+
+
+def _pydantic_message(err: ErrorDetails) -> str:
+    """pydantic's message for ``err``, a ``Message`` when its type is one of ``PYDANTIC_MESSAGES``
+    and pydantic worded it so, or the spec's own validator raised one (the same English either way)."""
+    msg = err["msg"].removeprefix("Value error, ")
+    error = err.get("ctx", {}).get("error")
+    if err["type"] == "value_error" and isinstance(error, ValueError) and error.args == (msg,):
+        return error.args[0]  # the spec's own validators raise Messages
+    template = PYDANTIC_MESSAGES.get(err["type"])
+    if template is None:
+        return msg
+    ctx = {k: v for k, v in err.get("ctx", {}).items() if not isinstance(v, BaseException)}
+    try:
+        message = Message(template, **ctx)
+    except (KeyError, IndexError, ValueError):
+        return msg
+    return message if message == msg else msg
+
+
 def _pydantic_problems(exc: ValidationError) -> list[str]:
-    out = []
+    out: list[str] = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "config"
         if err["type"] == "missing":
-            out.append(f"{where} is required")
+            out.append(N_("{where} is required", where=where))
         elif err["type"] == "literal_error" and where in ("stage", "finetuning_type"):
             why = METHOD_REASONS.get(
-                str(err.get("input")), "workers run stage: sft with finetuning_type: lora"
+                str(err.get("input")), N_("workers run stage: sft with finetuning_type: lora")
             )
-            out.append(f"{where} {err.get('input')!r} is not supported: {why}")
+            out.append(
+                N_(
+                    "{where} {value!r} is not supported: {reason}",
+                    where=where,
+                    value=err.get("input"),
+                    reason=why,
+                )
+            )
         else:
-            msg = err["msg"].removeprefix("Value error, ")
-            out.append(f"{where}: {msg} (got {err.get('input')!r})")
+            message = _pydantic_message(err)
+            out.append(
+                N_("{where}: {message} (got {value!r})", where=where, message=message, value=err.get("input"))
+            )
     return out
 
 
@@ -122,9 +203,10 @@ def _mapping(text: str, name: str) -> RawConfig:
     try:
         raw = safe_load(text)
     except yaml.YAMLError as exc:
-        raise SpecError([f"not valid YAML: {exc}".replace("\n", " ")], source=name) from exc
+        error = str(exc).replace("\n", " ")
+        raise SpecError([N_("not valid YAML: {error}", error=error)], source=name) from exc
     if not isinstance(raw, dict):
-        raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
+        raise SpecError([NOT_A_MAPPING], source=name)
     return raw
 
 
@@ -145,22 +227,26 @@ def _submitted_deepspeed(raw: RawConfig, problems: list[str]) -> RawConfig:
         raw["deepspeed"] = config
         return raw
     problems.append(
-        f"deepspeed {value!r} is neither a preset ({', '.join(DEEPSPEED_PRESETS)}) nor one of "
-        f"LLaMA-Factory's example files, known by name ({', '.join(sorted(LLAMAFACTORY_DEEPSPEED))}); "
-        "a submitted config carries its own DeepSpeed JSON inline (deepspeed: {zero_optimization: ...}): "
-        "files are not read from other machines"
+        N_(
+            "deepspeed {value!r} is neither a preset ({presets}) nor one of LLaMA-Factory's example files, "
+            "known by name ({examples}); a submitted config carries its own DeepSpeed JSON inline "
+            "(deepspeed: {{zero_optimization: ...}}): files are not read from other machines",
+            value=value,
+            presets=", ".join(DEEPSPEED_PRESETS),
+            examples=", ".join(sorted(LLAMAFACTORY_DEEPSPEED)),
+        )
     )
     del raw["deepspeed"]
     return raw
 
 
-def parse_spec(source: str | RawConfig, *, name: str = "job config") -> JobSpec:
+def parse_spec(source: str | RawConfig, *, name: str = JOB_CONFIG) -> JobSpec:
     """Read a submitted YAML text (or an already-parsed mapping) into a ``JobSpec``; raise
     ``SpecError`` listing all problems. Submitted configs come from other people: bounded YAML,
     and no file of this machine is read on their behalf (``deepspeed``)."""
     raw = _mapping(source, name) if isinstance(source, str) else source
     if not isinstance(raw, dict):
-        raise SpecError(["expected a mapping of keys to values (a LLaMA-Factory train YAML)"], source=name)
+        raise SpecError([NOT_A_MAPPING], source=name)
     problems: list[str] = []
     return _validate(_submitted_deepspeed(raw, problems), name, problems)
 
@@ -212,17 +298,17 @@ def load_job(path: Path | str | None, overrides: Overrides | None = None) -> Job
     overrides = overrides or Overrides()
     cwd = Path.cwd()
     if path is None:
-        source, text, raw = "command line", "", {}
+        source, text, raw = N_("command line"), "", {}
     else:
         path = Path(path)
-        source = str(path)
+        source: str = str(path)
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise HipbotError(f"cannot read job config {path}: {exc}") from exc
+            raise HipbotError(N_("cannot read job config {path}: {error}", path=path, error=exc)) from exc
         raw = _mapping(text, source)
     if overrides.values:
-        source += " with overrides" if path is not None else ""
+        source = N_("{path} with overrides", path=source) if path is not None else source
         text = yaml.safe_dump(apply_overrides(raw, overrides.values), sort_keys=False, allow_unicode=True)
     base = path.resolve().parent if path is not None else cwd
     from_file = dict(raw)
@@ -240,7 +326,7 @@ def attach_deepspeed(config: JobConfig) -> str:
     try:
         inline = json.loads(Path(ds).expanduser().read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise HipbotError(f"cannot attach deepspeed config {ds}: {exc}") from exc
+        raise HipbotError(N_("cannot attach deepspeed config {path}: {error}", path=ds, error=exc)) from exc
     raw = dict(_mapping(config.text, config.source) if config.text.strip() else {})
     raw["deepspeed"] = inline
     return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
@@ -253,7 +339,8 @@ def load_spec(path: Path | str) -> JobSpec:
 
 @dataclass(frozen=True)
 class Validation:
-    """What front ends (Discord, HTTP) show: the spec when it is fine, else the message to print."""
+    """What front ends (Discord, HTTP) show: the spec when it is fine, else the message to print
+    (English as a ``str``, in the user's language through ``localized``)."""
 
     spec: JobSpec | None
     error: str | None
@@ -274,5 +361,6 @@ def validate_job(
 
             check_attachment(attachment, attachment_name or "dataset.jsonl")
     except HipbotError as exc:
-        return Validation(None, str(exc))
+        hint = [N_("hint: {hint}", hint=exc.hint)] if exc.hint else []
+        return Validation(None, Joined("\n  ", [exc.message, *hint]))
     return Validation(spec, None)
