@@ -266,14 +266,56 @@ def test_finetune_list_estimate_and_keys_in_chinese_json_unchanged(
     zh = _run(monkeypatch, capsys, "zh_CN", *keys)[1].splitlines()
     assert en[0].split() == ["sft_packing", "honoured", "Older", "name", "of", "packing."]
     assert zh[0].split() == ["sft_packing", "生效", "packing", "的旧名称。"]
-    assert en[1].split()[:3] == ["do_train", "ignored", "Whether"] and zh[1].split()[:3] == [
+    assert en[1].split()[:3] == ["do_train", "ignored", "Whether"]
+    assert zh[1].split() == [
         "do_train",
         "忽略",
-        "Whether",
+        "是否运行训练。",
+        "(进度、损失曲线和指标由",
+        "hipbot",
+        "自己报告)",
     ]
-    assert i18n.columns(zh[1].split("Whether")[0]) == len(
-        en[1].split("Whether")[0]
-    )  # the help column lines up
+    assert i18n.columns(zh[1].split("是否")[0]) == len(en[1].split("Whether")[0])  # the help column lines up
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "keys", "use_badam", "lora_rank")[1].splitlines()
+    assert zh[0].startswith("use_badam") and "是否使用 BAdam 优化器。" in zh[0]  # LLaMA-Factory's key
+    assert "LLaMA-Factory 同样不允许它与 LoRA 一起使用" in zh[0]  # and keys.yaml's reason
+    assert "LoRA 矩阵的内在维度（秩）" in zh[1] and "--max-lora-rank" in zh[1]  # a spec field's help
+
+
+BAD_JOB = "model_name_or_path: org/m\ndataset: d\nlora_rnak: 4\nuse_badam: true\nlearning_rate: fast\n"
+
+
+def test_finetune_validate_problems_in_chinese_english_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipbot.jobs.finetune.spec import SpecError, load_job
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_JOB)
+    code, out, en = _run(monkeypatch, capsys, "en", "finetune", "validate", str(bad))
+    assert code == 1 and not out
+    assert en == (
+        f"error: {bad} has 3 problems:\n"
+        "  - unknown key 'lora_rnak'; did you mean 'lora_rank'?\n"
+        "  - use_badam: true is not supported: BAdam is a full-parameter optimizer; LLaMA-Factory refuses it "
+        "with LoRA too\n"
+        "  - learning_rate: Input should be a valid number, unable to parse string as a number (got 'fast')\n"
+        "  hint: keys follow LLaMA-Factory's train YAML; see `hipbot finetune validate --help`\n"
+    )
+    code, out, zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "validate", str(bad))
+    assert code == 1 and not out
+    assert zh == (
+        f"错误：{bad} 有 3 个问题：\n"
+        "  - 未知配置项 'lora_rnak'；你是不是想写 'lora_rank'？\n"
+        "  - use_badam: true 不受支持：BAdam 是全参数优化器；LLaMA-Factory 同样不允许它与 LoRA 一起使用\n"
+        "  - learning_rate：输入应为有效的数字，无法将字符串解析为数字（收到的是 'fast'）\n"
+        "  提示：配置项遵循 LLaMA-Factory 的训练 YAML；参见 `hipbot finetune validate --help`\n"
+    )
+    with i18n.using("zh_CN"), pytest.raises(SpecError) as err:  # what is stored, logged and sent: English
+        load_job(bad)
+    assert str(err.value) == en.removeprefix("error: ").rstrip("\n")
+    assert err.value.problems[0] == "unknown key 'lora_rnak'; did you mean 'lora_rank'?"
+    assert json.dumps(err.value.problems, ensure_ascii=False).isascii()
 
 
 def test_serve_actions_and_ingest_summary_in_chinese(

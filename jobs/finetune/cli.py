@@ -116,17 +116,16 @@ def validate(args: tuple[str, ...]) -> None:
 def keys_cmd(names: tuple[str, ...], kind: str | None) -> None:
     """What each config key (NAMES, default: all) does here: honoured, ignored or refused, and why.
 
-    The kinds are in the terminal's language; the help texts and reasons are LLaMA-Factory's and
-    keys.yaml's, in English."""
+    The kinds, help texts and reasons are in the terminal's language; key names and values are not."""
     from hipbot.jobs.finetune.spec import KEYS
-    from hipbot.jobs.finetune.spec.keys import did_you_mean
+    from hipbot.jobs.finetune.spec.keys import unknown_key
 
     for name in names:
         if name not in KEYS:
-            raise HipbotError(_("unknown key {name!r}").format(name=name) + did_you_mean(name))
+            raise HipbotError(unknown_key(name))
     for row in (KEYS[n] for n in names or KEYS):
         if kind in (None, row.kind):
-            why = f" ({row.reason})" if row.reason else ""
+            why = f" ({localized(row.reason)})" if row.reason else ""
             click.echo(f"{row.key:34} {pad(_(KEY_KINDS[row.kind]), 8)} {localized(row.help)}{why}")
 
 
