@@ -123,6 +123,11 @@ def _training_arguments(
         "optim": "adamw_torch" if spec.optim == "adamw_hf" else spec.optim,
         "optim_args": spec.optim_args,
         "logging_steps": 1,  # every step goes to progress.jsonl
+        # HF's filter tests each step's loss for NaN/inf on the CPU: a device sync between the
+        # backward pass and the optimizer step, which leaves the GPU idle while the Trainer's
+        # Python runs (bench/README.md). Without it a diverged step logs its NaN (progress shows
+        # it as no loss) instead of the running mean, 0.0 when every step is logged.
+        "logging_nan_inf_filter": False,
         "save_strategy": spec.save_strategy,
         "save_steps": spec.save_steps,
         "save_total_limit": spec.save_total_limit,
@@ -296,17 +301,32 @@ def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
 
 
 def _trainer_class(spec: JobSpec) -> Any:
-    """HF's Trainer, with LoRA+ parameter groups (``loraplus_lr_ratio``) when asked for, and the
-    examples in order (``disable_shuffling``) where TrainingArguments has no sampling strategy."""
+    """HF's Trainer, counting the model's parameters once, with LoRA+ parameter groups
+    (``loraplus_lr_ratio``) when asked for, and the examples in order (``disable_shuffling``)
+    where TrainingArguments has no sampling strategy."""
     from transformers import Trainer, TrainingArguments
 
-    base = Trainer
+    class CountOnceTrainer(Trainer):
+        _flop_parameters: int | None = None
+
+        def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+            """HF's estimate (6 x input tokens x non-embedding parameters), the parameters counted
+            at the first step: HF counts them on every step, a walk over all modules and parameters
+            (milliseconds of CPU on an 8B model while the GPU waits, bench/README.md)."""
+            main_input = getattr(self.model, "main_input_name", "input_ids")
+            if main_input not in inputs or not hasattr(self.model, "num_parameters"):
+                return 0
+            if self._flop_parameters is None:
+                self._flop_parameters = self.model.num_parameters(exclude_embeddings=True)
+            return 6 * inputs[main_input].numel() * self._flop_parameters
+
+    base: Any = CountOnceTrainer
     if (
         spec.disable_shuffling
         and "train_sampling_strategy" not in inspect.signature(TrainingArguments).parameters
     ):
 
-        class InOrderTrainer(Trainer):
+        class InOrderTrainer(base):  # type: ignore[misc,valid-type]
             def _get_train_sampler(self, *args: Any, **kwargs: Any) -> Any:
                 from torch.utils.data import SequentialSampler
 

@@ -16,7 +16,13 @@ from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, FlatCollator, Padded
 from hipbot.jobs.finetune.fast.plan import SUPPORTED, compile_layers, decide
 from hipbot.jobs.finetune.memory import auto_deepspeed, checkpointed_layers, estimate
 from hipbot.jobs.finetune.spec import parse_spec
-from hipbot.jobs.finetune.trainer import read_progress, train, write_job
+from hipbot.jobs.finetune.trainer import (
+    _trainer_class,
+    _training_arguments,
+    read_progress,
+    train,
+    write_job,
+)
 
 LLAMA_8B = {
     "model_type": "llama",
@@ -229,6 +235,31 @@ def test_fused_lora_gives_peft_loss_and_gradients() -> None:
     assert fused_loss == pytest.approx(ref_loss, rel=1e-5)
     for name, grad in ref_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, rtol=1e-5, atol=1e-6)
+
+
+def test_trainer_step_has_no_nan_sync_and_counts_flops_as_hf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No NaN/inf test of each step's loss (a device sync); HF's FLOP count, parameters counted once."""
+    from transformers import Trainer
+
+    spec = _spec()
+    args = _training_arguments(spec, tmp_path / "out", "fp32", use_cpu=True)
+    assert args.logging_nan_inf_filter is False
+    model = _lora_model()
+    trainer = _trainer_class(spec)(model=model, args=args)
+    counted = []
+    count = type(model.base_model.model).num_parameters
+    monkeypatch.setattr(
+        type(model.base_model.model),
+        "num_parameters",
+        lambda self, *a, **k: counted.append(1) or count(self, *a, **k),
+    )
+    for shape in ((2, 12), (3, 7)):
+        inputs = {"input_ids": torch.ones(shape, dtype=torch.long)}
+        assert trainer.floating_point_ops(inputs) == Trainer.floating_point_ops(trainer, inputs) > 0
+    assert len(counted) == 1 + 2  # once for hipbot's Trainer, once per call for HF's
+    assert trainer.floating_point_ops({"inputs_embeds": torch.ones(2, 3, 4)}) == 0
 
 
 def test_fused_lora_leaves_what_it_cannot_fuse_to_peft() -> None:
