@@ -19,6 +19,7 @@ from hipbot.agents.docs.compose import dedupe_sources, trim
 from hipbot.agents.docs.retrieval import expand_query, query_terms
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 MAX_PROMPT_CHARS = 20_000  # chat prompts may carry a code snippet
 MAX_HISTORY_TURNS = 10
@@ -147,11 +148,15 @@ def run_agent(prompt: str, settings: Settings | None = None, history: Sequence |
     ``{"role": "user"|"assistant", "content": str}`` dicts or ``(role, content)`` pairs."""
     settings = settings or load_settings()
     if not isinstance(prompt, str) or not prompt.strip():
-        raise HipbotError("the message is empty")
+        raise HipbotError(N_("the message is empty"))
     if len(prompt) > MAX_PROMPT_CHARS:
         raise HipbotError(
-            f"the message is too long ({len(prompt)} characters; the limit is {MAX_PROMPT_CHARS})",
-            hint="translate whole files with: hipbot hipify FILE",
+            N_(
+                "the message is too long ({length} characters; the limit is {limit})",
+                length=len(prompt),
+                limit=MAX_PROMPT_CHARS,
+            ),
+            hint=N_("translate whole files with: hipbot hipify FILE"),
         )
     answerer = get_answerer(settings)
     if not settings.llm_url:

@@ -13,6 +13,7 @@ import httpx
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 if TYPE_CHECKING:
     from hipbot.jobs.serve.chat import ChatTarget
@@ -24,7 +25,8 @@ def base_url(url: str) -> str:
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise HipbotError(
-            f"HIPBOT_LLM_URL is not an http(s) URL: {url!r}", hint="e.g. http://127.0.0.1:8000/v1"
+            N_("HIPBOT_LLM_URL is not an http(s) URL: {url!r}", url=url),
+            hint=N_("e.g. http://127.0.0.1:8000/v1"),
         )
     return url if parsed.path not in ("", "/") else f"{url}/v1"
 
@@ -42,10 +44,11 @@ def served_model(settings: Settings) -> str:
         models = [m["id"] for m in response.json().get("data", [])]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
         raise HipbotError(
-            f"cannot list the models of {url}: {exc}", hint="set HIPBOT_LLM_MODEL to the served model name"
+            N_("cannot list the models of {url}: {error}", url=url, error=exc),
+            hint=N_("set HIPBOT_LLM_MODEL to the served model name"),
         ) from exc
     if not models:
-        raise HipbotError(f"{url} serves no model", hint="set HIPBOT_LLM_MODEL")
+        raise HipbotError(N_("{url} serves no model", url=url), hint=N_("set HIPBOT_LLM_MODEL"))
     return models[0]
 
 
@@ -54,7 +57,7 @@ def chat_model(settings: Settings):
     ``HIPBOT_LLM_MAX_TOKENS`` bounds the answer)."""
     if not settings.llm_url:
         raise HipbotError(
-            "no LLM endpoint configured", hint="set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)"
+            N_("no LLM endpoint configured"), hint=N_("set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)")
         )
     from langchain_openai import ChatOpenAI
 
@@ -108,8 +111,8 @@ def generate(model, question: str, context: str, template: str = "answer.md") ->
         try:
             reply = model.invoke([SystemMessage(system), HumanMessage(user)])
         except (openai.APIError, httpx.HTTPError) as exc:
-            raise HipbotError(f"the LLM endpoint failed: {exc}") from exc
+            raise HipbotError(N_("the LLM endpoint failed: {error}", error=exc)) from exc
         text = reply.content if isinstance(reply.content, str) else str(reply.content)
     if not text.strip():
-        raise HipbotError("the LLM returned an empty answer")
+        raise HipbotError(N_("the LLM returned an empty answer"))
     return text

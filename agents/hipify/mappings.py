@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 __all__ = [
     "COLUMNS",
@@ -179,7 +180,10 @@ def parse_tables(tables_dir: Path, corpus_root: Path | None = None) -> list[ApiM
     """
     tables_dir = Path(tables_dir)
     if not tables_dir.is_dir():
-        raise HipbotError(f"no mapping tables at {tables_dir}", hint="pass the HIPIFY docs/tables folder")
+        raise HipbotError(
+            N_("no mapping tables at {tables_dir}", tables_dir=tables_dir),
+            hint=N_("pass the HIPIFY docs/tables folder"),
+        )
     files = sorted(tables_dir.glob("*.md"))
     combined = {library_of(f.name) for f in files if re.search(r"_and_(ROC|MIOPEN)\.md$", f.name)}
     out: list[ApiMapping] = []
@@ -196,7 +200,7 @@ def parse_tables(tables_dir: Path, corpus_root: Path | None = None) -> list[ApiM
             rows = [ApiMapping(**{**asdict(r), "table": rel}) for r in rows]
         out.extend(rows)
     if not out:
-        raise HipbotError(f"no mapping rows found in {tables_dir}")
+        raise HipbotError(N_("no mapping rows found in {tables_dir}", tables_dir=tables_dir))
     return out
 
 
@@ -212,8 +216,8 @@ def generate(docs_root: Path, commit: str | None = None, ref: str | None = None)
     found = next(((t, r) for t, r in candidates if t.is_dir() and any(t.glob("*.md"))), None)
     if found is None:
         raise HipbotError(
-            f"no HIPIFY mapping tables under {docs_root}",
-            hint="expected HIPIFY/docs/tables/*.md (the corpus root) or docs/tables/*.md",
+            N_("no HIPIFY mapping tables under {docs_root}", docs_root=docs_root),
+            hint=N_("expected HIPIFY/docs/tables/*.md (the corpus root) or docs/tables/*.md"),
         )
     tables, root = found
     rows = parse_tables(tables, root)
@@ -253,7 +257,8 @@ def read_data_file(path: Path = DATA_FILE) -> dict:
         return json.loads(gzip.decompress(Path(path).read_bytes()))
     except FileNotFoundError as exc:
         raise HipbotError(
-            f"mapping data file missing: {path}", hint="run: hipbot mappings update --docs PATH"
+            N_("mapping data file missing: {path}", path=path),
+            hint=N_("run: hipbot mappings update --docs PATH"),
         ) from exc
 
 
@@ -351,7 +356,7 @@ def download(
     import httpx
 
     if not re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", ref) or ".." in ref:
-        raise HipbotError(f"not a git ref: {ref!r}", hint="e.g. --ref rocm-6.3.0")
+        raise HipbotError(N_("not a git ref: {ref!r}", ref=ref), hint=N_("e.g. --ref rocm-6.3.0"))
     try:
         with httpx.Client(timeout=timeout, follow_redirects=True) as client:
             names = list(KNOWN_TABLES)
@@ -384,8 +389,8 @@ def download(
                     fetched += 1
                 if fetched == 0:
                     raise HipbotError(
-                        f"no mapping tables found for ref {ref!r} in {UPSTREAM_REPO}",
-                        hint="check the ref name, e.g. rocm-6.3.0",
+                        N_("no mapping tables found for ref {ref!r} in {repo}", ref=ref, repo=UPSTREAM_REPO),
+                        hint=N_("check the ref name, e.g. rocm-6.3.0"),
                     )
                 lic = client.get(f"{raw_base}/{UPSTREAM_REPO}/{ref}/LICENSE.txt")
                 if lic.status_code == 200:
@@ -393,6 +398,6 @@ def download(
                 return generate(root, commit=commit, ref=ref)
     except httpx.HTTPError as exc:
         raise HipbotError(
-            f"cannot download the HIPIFY tables for {ref!r}: {exc}",
-            hint="check the network, or use --docs PATH with a local HIPIFY checkout",
+            N_("cannot download the HIPIFY tables for {ref!r}: {error}", ref=ref, error=exc),
+            hint=N_("check the network, or use --docs PATH with a local HIPIFY checkout"),
         ) from exc

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def find_bwrap() -> str | None:
     return os.environ.get("HIPBOT_BWRAP") or shutil.which("bwrap")
 
 
-_INSTALL_HINT = "install bubblewrap (apt-get install bubblewrap, or bash deploy/install.sh)"
+_INSTALL_HINT = N_("install bubblewrap (apt-get install bubblewrap, or bash deploy/install.sh)")
 
 
 def toolchain_readable(hipcc: str) -> list[str]:
@@ -143,7 +144,8 @@ def _prefix(limits: Limits, bwrap: str) -> list[str]:
     prlimit = shutil.which("prlimit")
     if prlimit is None:
         raise SandboxUnavailable(
-            "prlimit is missing, so the compiler's limits cannot be set", hint="apt-get install util-linux"
+            N_("prlimit is missing, so the compiler's limits cannot be set"),
+            hint=N_("apt-get install util-linux"),
         )
     return [
         prlimit,
@@ -181,14 +183,16 @@ def require_sandbox() -> str:
     bwrap = find_bwrap()
     if bwrap is None or not os.access(bwrap, os.X_OK):
         raise SandboxUnavailable(
-            "the compile check runs hipcc only inside a bubblewrap sandbox, and bwrap is not installed",
+            N_("the compile check runs hipcc only inside a bubblewrap sandbox, and bwrap is not installed"),
             hint=_INSTALL_HINT,
         )
     problem = _probe(bwrap)
     if problem is not None:
         raise SandboxUnavailable(
-            f"bubblewrap cannot create its sandbox here: {problem}",
-            hint="user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1) or run as root",
+            N_("bubblewrap cannot create its sandbox here: {problem}", problem=problem),
+            hint=N_(
+                "user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1) or run as root"
+            ),
         )
     return bwrap
 
@@ -257,8 +261,8 @@ def run_hipcc(
     hipcc = find_hipcc()
     if hipcc is None or not os.access(hipcc, os.X_OK):
         raise CompilerMissing(
-            f"hipcc is not installed{f' (no {hipcc})' if hipcc else ''}",
-            hint="apt-get install hipcc libamdhip64-dev",
+            N_("hipcc is not installed (no {hipcc})", hipcc=hipcc) if hipcc else N_("hipcc is not installed"),
+            hint=N_("apt-get install hipcc libamdhip64-dev"),
         )
     readable = [*toolchain_readable(hipcc), *readable]
     return run_sandboxed([hipcc, *args], workdir, readable, writable, limits, hipcc_env=True)

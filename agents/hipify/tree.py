@@ -13,6 +13,7 @@ from pathlib import Path
 from hipbot.agents.hipify.names import kernel_names, own_names
 from hipbot.agents.hipify.report import HipifyResult
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cxx", ".cc", ".c", ".h", ".hpp", ".hxx", ".inl")
@@ -35,13 +36,20 @@ def check_text(data: bytes, filename: str = "<stdin>") -> str:
     UTF-8 (a latin-1 ``©`` in a licence comment) are kept as lone surrogates, as hipify-clang keeps
     them: ``encode_text`` writes them back byte for byte, and ``encoding_of`` names them."""
     if not data.strip():
-        raise HipbotError(f"{filename}: input is empty")
+        raise HipbotError(N_("{filename}: input is empty", filename=filename))
     if len(data) > MAX_INPUT_BYTES:
         raise HipbotError(
-            f"{filename}: input is {len(data) // (1024 * 1024)} MiB; the limit is {MAX_INPUT_BYTES // (1024 * 1024)} MiB"
+            N_(
+                "{filename}: input is {size} MiB; the limit is {limit} MiB",
+                filename=filename,
+                size=len(data) // (1024 * 1024),
+                limit=MAX_INPUT_BYTES // (1024 * 1024),
+            )
         )
     if b"\0" in data[:65536]:
-        raise HipbotError(f"{filename}: looks like a binary file (NUL bytes), not CUDA source")
+        raise HipbotError(
+            N_("{filename}: looks like a binary file (NUL bytes), not CUDA source", filename=filename)
+        )
     return data.decode("utf-8", ENCODING_ERRORS).removeprefix("\ufeff")
 
 
@@ -62,7 +70,7 @@ def read_source(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise HipbotError(f"{path}: cannot read ({exc.strerror})") from exc
+        raise HipbotError(N_("{path}: cannot read ({reason})", path=path, reason=exc.strerror)) from exc
     return check_text(data, str(path))
 
 
@@ -143,5 +151,5 @@ def collect_sources(paths: list[Path]) -> list[tuple[Path, Path | None]]:
         elif p.is_file():
             found.append((p, None))
         else:
-            raise HipbotError(f"no such file or directory: {p}")
+            raise HipbotError(N_("no such file or directory: {path}", path=p))
     return found

@@ -20,6 +20,7 @@ from hipbot.agents.port.rules import UnitState
 from hipbot.agents.port.tree import read_text, write_text
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class ModelRepair:
     def __init__(self, settings: Settings, compile_settings: CompileSettings) -> None:
         if not settings.llm_url:
             raise HipbotError(
-                "--llm needs an endpoint", hint="set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)"
+                N_("--llm needs an endpoint"), hint=N_("set HIPBOT_LLM_URL (e.g. http://127.0.0.1:8000/v1)")
             )
         self.settings = settings
         self.compile_settings = compile_settings

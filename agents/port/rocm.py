@@ -27,6 +27,7 @@ from functools import cache
 from hipbot.agents.hipify import mappings
 from hipbot.agents.hipify.compile_check import find_hipcc
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 DEFAULT_ROCM = "5.2"
 SHIM_NAME = "hip_compat.h"
@@ -39,7 +40,8 @@ def parse_version(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*", text)
     if not m:
         raise HipbotError(
-            f"not a ROCm version: {text!r}", hint="give e.g. --rocm 5.2, --rocm 6.3 or --rocm auto"
+            N_("not a ROCm version: {text!r}", text=text),
+            hint=N_("give e.g. --rocm 5.2, --rocm 6.3 or --rocm auto"),
         )
     return int(m.group(1)), int(m.group(2))
 

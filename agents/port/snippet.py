@@ -15,6 +15,7 @@ from hipbot.agents.port.pipeline import PortOptions, port
 from hipbot.agents.port.report import Edit
 from hipbot.agents.port.tree import read_text
 from hipbot.errors import HipbotError, NotFound
+from hipbot.i18n import N_
 
 MAX_SNIPPET_BYTES = 1024 * 1024
 SNIPPET_DIR = "port-snippets"
@@ -26,7 +27,8 @@ def remember(code: str, home: Path) -> str:
     data = code.encode("utf-8", "surrogateescape")
     if len(data) > MAX_SNIPPET_BYTES:
         raise HipbotError(
-            f"the snippet is over {MAX_SNIPPET_BYTES // 1024} KiB", hint="run `hipbot port` locally"
+            N_("the snippet is over {limit} KiB", limit=MAX_SNIPPET_BYTES // 1024),
+            hint=N_("run `hipbot port` locally"),
         )
     key = hashlib.sha256(data).hexdigest()[:16]
     folder = home / SNIPPET_DIR
@@ -37,10 +39,12 @@ def remember(code: str, home: Path) -> str:
 
 def recall(key: str, home: Path) -> str:
     if not _KEY.match(key):
-        raise HipbotError(f"not a snippet key: {key!r}")
+        raise HipbotError(N_("not a snippet key: {key!r}", key=key))
     path = home / SNIPPET_DIR / f"{key}.cu"
     if not path.is_file():
-        raise NotFound(f"snippet {key} is not kept any more", hint="run /hipify with the code again")
+        raise NotFound(
+            N_("snippet {key} is not kept any more", key=key), hint=N_("run /hipify with the code again")
+        )
     return read_text(path)
 
 
@@ -62,7 +66,7 @@ class SnippetPort:
 def port_snippet(code: str, arch: str = "gfx90a", rocm: str = "auto", timeout: float = 60.0) -> SnippetPort:
     """Translate and repair one CUDA snippet until it compiles (or say why it does not)."""
     if not code.strip():
-        raise HipbotError("there is no code to port")
+        raise HipbotError(N_("there is no code to port"))
     with tempfile.TemporaryDirectory(prefix="hipbot-snippet-") as tmp:
         src = Path(tmp) / "src"
         src.mkdir()

@@ -17,6 +17,7 @@ from hipbot.agents.hipify.tree import collect_sources, output_path, project_name
 from hipbot.agents.port.buildfiles import build_kind, translate_build_file
 from hipbot.agents.port.report import BuildFileReport
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,17 @@ class TreeResult:
 
 def check_dirs(src: Path, out: Path) -> None:
     if not src.is_dir():
-        raise HipbotError(f"{src} is not a folder", hint="hipbot port SRC_DIR -o OUT_DIR")
+        raise HipbotError(N_("{src} is not a folder", src=src), hint="hipbot port SRC_DIR -o OUT_DIR")
     s, o = src.resolve(), out.resolve()
     if o == s or s in o.parents or o in s.parents:
         raise HipbotError(
-            f"the output folder {out} overlaps the sources {src}", hint="choose an -o folder outside SRC"
+            N_("the output folder {out} overlaps the sources {src}", out=out, src=src),
+            hint=N_("choose an -o folder outside SRC"),
         )
     if out.exists() and any(out.iterdir()):
         raise HipbotError(
-            f"{out} is not empty", hint="give a new or empty folder, the port writes a whole tree"
+            N_("{out} is not empty", out=out),
+            hint=N_("give a new or empty folder, the port writes a whole tree"),
         )
 
 
