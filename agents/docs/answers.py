@@ -54,6 +54,7 @@ from hipbot.agents.docs.store import (
 from hipbot.agents.hipify.mappings import ApiMapping
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +95,20 @@ def check_question(
 ) -> str:
     """The stripped question, or a HipbotError; ``example`` is how the asking front end is used."""
     if not isinstance(question, str):
-        raise HipbotError("the question must be a string")
+        raise HipbotError(N_("the question must be a string"))
     question = question.strip()
     if not question:
-        raise HipbotError("the question is empty", hint=f"e.g. {example}")
+        raise HipbotError(N_("the question is empty"), hint=N_("e.g. {example}", example=example))
     if len(question) > MAX_QUESTION_CHARS:
         raise HipbotError(
-            f"the question is too long ({len(question)} characters; the limit is {MAX_QUESTION_CHARS})",
-            hint="ask about one thing at a time and quote only the relevant lines (translate whole files with hipbot hipify)",
+            N_(
+                "the question is too long ({length} characters; the limit is {limit})",
+                length=len(question),
+                limit=MAX_QUESTION_CHARS,
+            ),
+            hint=N_(
+                "ask about one thing at a time and quote only the relevant lines (translate whole files with hipbot hipify)"
+            ),
         )
     return question
 
@@ -152,7 +159,7 @@ class Answerer:
     def ask(self, question: str, k: int = 5) -> Answer:
         question = check_question(question)
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise HipbotError(f"k must be between 1 and {MAX_K}, got {k!r}")
+            raise HipbotError(N_("k must be between 1 and {max_k}, got {k!r}", max_k=MAX_K, k=k))
         with self._lock:
             self.refresh()
             found, unknown = self.index.find(question)
@@ -391,8 +398,8 @@ def _latest_version(rows: list[ApiMapping]) -> str:
 
 def _not_ingested(path: Path) -> HipbotError:
     return HipbotError(
-        f"the HIP docs are not ingested yet (database {path})",
-        hint="run: hipbot ingest   (or hipbot ingest --docs PATH / --download)",
+        N_("the HIP docs are not ingested yet (database {path})", path=path),
+        hint=N_("run: hipbot ingest   (or hipbot ingest --docs PATH / --download)"),
     )
 
 

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 REPOS = {"HIPIFY": "ROCm/HIPIFY", "HIP": "ROCm/HIP", "ROCm": "ROCm/ROCm"}
 # The commits of ../shared/hip-docs (its MANIFEST.md): HIPIFY with the HIP 6.3 tables, HIP docs of
@@ -182,8 +183,10 @@ def corpus_files(root: Path) -> list[Path]:
     root = Path(root)
     if not (root / "HIPIFY").is_dir() and not (root / "HIP").is_dir():
         raise HipbotError(
-            f"{root} is not a HIP docs corpus (no HIPIFY/ or HIP/ folder)",
-            hint="pass the folder holding HIPIFY/docs, HIP/docs (and ROCm/docs), or use: hipbot ingest --download",
+            N_("{root} is not a HIP docs corpus (no HIPIFY/ or HIP/ folder)", root=root),
+            hint=N_(
+                "pass the folder holding HIPIFY/docs, HIP/docs (and ROCm/docs), or use: hipbot ingest --download"
+            ),
         )
     files = [
         p
@@ -192,7 +195,9 @@ def corpus_files(root: Path) -> list[Path]:
         if p.suffix in SUFFIXES and p.is_file()
     ]
     if not files:
-        raise HipbotError(f"no .md or .rst files under {root}/HIPIFY/docs, HIP/docs or ROCm/docs")
+        raise HipbotError(
+            N_("no .md or .rst files under {root}/HIPIFY/docs, HIP/docs or ROCm/docs", root=root)
+        )
     return files
 
 
@@ -223,7 +228,7 @@ def download(
     """Fetch FILES from GitHub at ``ref`` (a tag such as ``rocm-6.3.0``, for all three repositories)
     or at the pinned commits, into ``$HIPBOT_HOME/docs-cache/<ref>``; a complete cache is reused."""
     if ref is not None and not re.fullmatch(r"[\w.\-/]+", ref):
-        raise HipbotError(f"not a git ref: {ref!r}", hint="e.g. --ref rocm-6.3.0")
+        raise HipbotError(N_("not a git ref: {ref!r}", ref=ref), hint=N_("e.g. --ref rocm-6.3.0"))
     refs = {top: ref for top in REPOS} if ref else dict(PINNED)
     cache = Path(settings.home) / "docs-cache" / (ref.replace("/", "_") if ref else "pinned")
     done = cache / ".complete"
@@ -245,13 +250,13 @@ def download(
                 target.write_bytes(response.content)
     except httpx.HTTPError as exc:
         raise HipbotError(
-            f"cannot download the docs: {exc}",
-            hint="check the network, or pass a local copy with --docs PATH",
+            N_("cannot download the docs: {error}", error=exc),
+            hint=N_("check the network, or pass a local copy with --docs PATH"),
         ) from exc
     if all(rel in missing for rel in FILES if rel.startswith("HIPIFY/docs/tables/")):
         raise HipbotError(
-            f"the HIPIFY mapping tables are not at ref {ref or PINNED['HIPIFY']}",
-            hint="use a ROCm release tag that has HIPIFY/docs/tables, e.g. --ref rocm-6.3.0",
+            N_("the HIPIFY mapping tables are not at ref {ref}", ref=ref or PINNED["HIPIFY"]),
+            hint=N_("use a ROCm release tag that has HIPIFY/docs/tables, e.g. --ref rocm-6.3.0"),
         )
     rows = "\n".join(f"| {top}/ | {REPOS[top]} | {refs[top]} | downloaded |" for top in REPOS)
     (cache / "MANIFEST.md").write_text(
@@ -269,18 +274,18 @@ def resolve_corpus(
 ) -> Path:
     """The corpus to ingest: --docs, else --download, else the configured / discovered one."""
     if docs is not None and download_it:
-        raise HipbotError("give either --docs PATH or --download, not both")
+        raise HipbotError(N_("give either --docs PATH or --download, not both"))
     if download_it:
         return download(settings, ref=ref, progress=progress)
     if ref is not None:
-        raise HipbotError("--ref goes with --download")
+        raise HipbotError(N_("--ref goes with --download"))
     root = docs if docs is not None else settings.docs
     if root is None:
         raise HipbotError(
-            "no HIP docs corpus found",
-            hint="pass --docs PATH (a folder with HIPIFY/ and HIP/), set HIPBOT_DOCS, or use --download",
+            N_("no HIP docs corpus found"),
+            hint=N_("pass --docs PATH (a folder with HIPIFY/ and HIP/), set HIPBOT_DOCS, or use --download"),
         )
     root = Path(root).expanduser()
     if not root.is_dir():
-        raise HipbotError(f"docs folder not found: {root}")
+        raise HipbotError(N_("docs folder not found: {root}", root=root))
     return root
