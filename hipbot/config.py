@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,12 +98,16 @@ def _coerce(name: str, value: object) -> object:
         try:
             return float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError) as exc:
-            raise HipbotError(f"setting {name!r} must be a number, got {value!r}") from exc
+            raise HipbotError(
+                N_("setting {name!r} must be a number, got {value!r}", name=name, value=value)
+            ) from exc
     if name in _INT_FIELDS:
         try:
             return int(value)  # type: ignore[arg-type]
         except (TypeError, ValueError) as exc:
-            raise HipbotError(f"setting {name!r} must be a whole number, got {value!r}") from exc
+            raise HipbotError(
+                N_("setting {name!r} must be a whole number, got {value!r}", name=name, value=value)
+            ) from exc
     return str(value)
 
 
@@ -123,12 +128,13 @@ def load_settings(env: dict[str, str] | None = None, **overrides: object) -> Set
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise HipbotError(f"cannot read config file {path}: {exc}") from exc
+            raise HipbotError(N_("cannot read config file {path}: {exc}", path=path, exc=exc)) from exc
         known = {f.name for f in fields(Settings)}
         for key, value in data.get("hipbot", data).items():
             if key not in known:
                 raise HipbotError(
-                    f"unknown setting {key!r} in {path}", hint=f"known: {', '.join(sorted(known))}"
+                    N_("unknown setting {key!r} in {path}", key=key, path=path),
+                    hint=N_("known: {known}", known=", ".join(sorted(known))),
                 )
             values[key] = _coerce(key, value)
     for name, names in ENV.items():

@@ -17,6 +17,7 @@ from typing import Any
 import sqlite_utils
 
 from hipbot.errors import DatabaseDamaged, HipbotError
+from hipbot.i18n import N_
 
 Migration = Callable[[sqlite_utils.Database], None]
 
@@ -36,8 +37,11 @@ def _damage_is_clear(path: str) -> Iterator[None]:
         if type(exc) is not sqlite3.DatabaseError:
             raise
         raise DatabaseDamaged(
-            f"the database {path} is damaged ({exc})",
-            hint="move it aside (keep a copy: jobs and bot settings live there too) and rebuild the docs with `hipbot ingest`",
+            N_("the database {path} is damaged ({exc})", path=path, exc=exc),
+            hint=N_(
+                "move it aside (keep a copy: jobs and bot settings live there too) and rebuild "
+                "the docs with `hipbot ingest`"
+            ),
         ) from exc
 
 
@@ -88,8 +92,8 @@ def open_db(path: Path | str) -> sqlite_utils.Database:
         path = Path(path)
         if path.is_dir():
             raise HipbotError(
-                f"the database path {path} is a folder, not a SQLite file",
-                hint=f"set HIPBOT_DB to a file, such as {path / 'hipbot.db'}",
+                N_("the database path {path} is a folder, not a SQLite file", path=path),
+                hint=N_("set HIPBOT_DB to a file, such as {example}", example=path / "hipbot.db"),
             )
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -103,7 +107,7 @@ def open_db(path: Path | str) -> sqlite_utils.Database:
     except DatabaseDamaged:
         raise
     except sqlite3.Error as exc:
-        raise HipbotError(f"cannot open database {path}: {exc}") from exc
+        raise HipbotError(N_("cannot open database {path}: {exc}", path=path, exc=exc)) from exc
     return sqlite_utils.Database(conn)
 
 

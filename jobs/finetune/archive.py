@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.memory import GIB
 
 CHUNK = 1 << 20
@@ -57,10 +58,12 @@ def _checked(info: tarfile.TarInfo) -> str:
     name = info.name
     parts = [p for p in PurePosixPath(name).parts if p != "."]
     if name.startswith("/") or "\\" in name or ".." in parts or (not parts and not info.isdir()):
-        raise MalformedArtifact(f"malformed artifact: unsafe archive member {name!r}")
+        raise MalformedArtifact(N_("malformed artifact: unsafe archive member {name!r}", name=name))
     if not (info.isfile() or info.isdir()):
         kind = "link" if info.issym() or info.islnk() else "special file"
-        raise MalformedArtifact(f"malformed artifact: unsafe archive member {name!r} ({kind})")
+        raise MalformedArtifact(
+            N_("malformed artifact: unsafe archive member {name!r} ({kind})", name=name, kind=kind)
+        )
     return "/".join(parts)
 
 
@@ -77,25 +80,37 @@ def iter_members(
                 count += 1
                 if count > limits.members:
                     raise MalformedArtifact(
-                        f"malformed artifact: more than {limits.members} members in the archive"
+                        N_(
+                            "malformed artifact: more than {limits_members} members in the archive",
+                            limits_members=limits.members,
+                        )
                     )
                 name = _checked(info)
                 if info.isdir():
                     continue
                 if info.size > limits.member_bytes:
                     raise MalformedArtifact(
-                        f"malformed artifact: {name} unpacks to {info.size} bytes; "
-                        f"the limit for one file is {limits.member_bytes}"
+                        N_(
+                            "malformed artifact: {name} unpacks to {info_size} bytes; the limit for one file "
+                            "is {limits_member_bytes}",
+                            name=name,
+                            info_size=info.size,
+                            limits_member_bytes=limits.member_bytes,
+                        )
                     )
                 total += info.size
                 if total > budget:
                     raise MalformedArtifact(
-                        f"malformed artifact: the archive of {compressed} bytes unpacks to more than "
-                        f"{budget} bytes"
+                        N_(
+                            "malformed artifact: the archive of {compressed} bytes unpacks to more than "
+                            "{budget} bytes",
+                            compressed=compressed,
+                            budget=budget,
+                        )
                     )
                 yield Member(name, info.size), tar.extractfile(info)
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise MalformedArtifact(f"malformed artifact: {exc}") from exc
+        raise MalformedArtifact(N_("malformed artifact: {exc}", exc=exc)) from exc
 
 
 def scan(
@@ -124,7 +139,13 @@ def extract(path: Path, dest: Path, limits: ArchiveLimits) -> list[str]:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     out = target.open("xb")
                 except OSError as exc:  # the same name twice, or a file where a folder should be
-                    raise MalformedArtifact(f"malformed artifact: member {member.name!r}: {exc}") from exc
+                    raise MalformedArtifact(
+                        N_(
+                            "malformed artifact: member {member_name!r}: {exc}",
+                            member_name=member.name,
+                            exc=exc,
+                        )
+                    ) from exc
                 with out:
                     if data is not None:
                         _copy(data, out, member.size)
@@ -140,6 +161,6 @@ def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
     while left > 0:
         chunk = src.read(min(CHUNK, left))
         if not chunk:
-            raise MalformedArtifact("malformed artifact: a member is shorter than its header says")
+            raise MalformedArtifact(N_("malformed artifact: a member is shorter than its header says"))
         dst.write(chunk)
         left -= len(chunk)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.models import JobInfo, LogLine, Submitted, WorkerInfo
 
 
@@ -142,7 +143,13 @@ def finished_adapter(settings: Settings, job_id: int) -> JobInfo:
     """A succeeded job with its adapter folder: the one call serving makes into fine-tuning."""
     job = jobs_backend(settings).get(job_id)
     if job.state != "succeeded":
-        raise HipbotError(f"job #{job.id} is {job.state}: only a succeeded job has an adapter to serve")
+        raise HipbotError(
+            N_(
+                "job #{job_id} is {job_state}: only a succeeded job has an adapter to serve",
+                job_id=job.id,
+                job_state=job.state,
+            )
+        )
     if not job.adapter_dir:
-        raise HipbotError(f"job #{job.id} recorded no adapter folder")
+        raise HipbotError(N_("job #{job_id} recorded no adapter folder", job_id=job.id))
     return job

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from hipbot.errors import HipbotError, JobNotFound
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.api.protocol import (
     ArtifactReply,
     ClaimReply,
@@ -60,7 +61,7 @@ class CoordinatorClient:
     def _headers(self, as_worker: bool) -> dict[str, str]:
         if as_worker:
             if not (self.worker_id and self.secret):
-                raise CoordinatorError("this worker is not registered")
+                raise CoordinatorError(N_("this worker is not registered"))
             return {"Authorization": f"Bearer {self.worker_id}:{self.secret}"}
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
@@ -69,7 +70,9 @@ class CoordinatorClient:
         try:
             resp = self.http.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
-            raise CoordinatorError(f"cannot reach the coordinator at {self.url}: {exc}") from exc
+            raise CoordinatorError(
+                N_("cannot reach the coordinator at {url}: {exc}", url=self.url, exc=exc)
+            ) from exc
         if resp.status_code >= 400:
             try:
                 detail = resp.json().get("detail")
@@ -77,7 +80,14 @@ class CoordinatorClient:
                 detail = resp.text[:300]
             if isinstance(detail, list):  # FastAPI's validation errors
                 detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-            raise CoordinatorError(f"coordinator refused ({resp.status_code}): {detail}", resp.status_code)
+            raise CoordinatorError(
+                N_(
+                    "coordinator refused ({resp_status_code}): {detail}",
+                    resp_status_code=resp.status_code,
+                    detail=detail,
+                ),
+                resp.status_code,
+            )
         return resp
 
     # ------------------------------------------------------------------ clients
@@ -193,7 +203,12 @@ class CoordinatorClient:
             if resp.status_code >= 400:
                 resp.read()
                 raise CoordinatorError(
-                    f"coordinator refused ({resp.status_code}): {resp.text[:300]}", resp.status_code
+                    N_(
+                        "coordinator refused ({resp_status_code}): {detail}",
+                        resp_status_code=resp.status_code,
+                        detail=resp.text[:300],
+                    ),
+                    resp.status_code,
                 )
             dest.parent.mkdir(parents=True, exist_ok=True)
             with dest.open("wb") as fh:

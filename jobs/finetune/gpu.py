@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 GIB = 1024**3
 # Environment knobs a ROCm worker passes through to training children.
@@ -137,4 +138,4 @@ def refusal(info: GpuInfo, spec: Any, needed_gib: float | None, *, allow_cpu: bo
 def check_runnable(info: GpuInfo, spec: Any, needed_gib: float | None, *, allow_cpu: bool = False) -> None:
     reason = refusal(info, spec, needed_gib, allow_cpu=allow_cpu)
     if reason:
-        raise HipbotError(f"cannot run this job here: {reason}")
+        raise HipbotError(N_("cannot run this job here: {reason}", reason=reason))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.spec import JobSpec
 
@@ -70,7 +71,13 @@ def finish_from_checkpoint(trainer: Any, model: Any, spec: JobSpec, resume: Path
     Trainer would take one more step, so the checkpoint's adapter is the result."""
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         if not (resume / name).is_file():
-            raise HipbotError(f"{resume.name} holds no {name}: cannot finish the job from it")
+            raise HipbotError(
+                N_(
+                    "{resume_name} holds no {name}: cannot finish the job from it",
+                    resume_name=resume.name,
+                    name=name,
+                )
+            )
         if trainer.is_world_process_zero():
             shutil.copy2(resume / name, output_dir / name)
     if spec.pissa_init and trainer.is_world_process_zero():

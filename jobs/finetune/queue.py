@@ -283,7 +283,7 @@ class JobQueue:
     def get(self, job_id: int) -> Job:
         row = self._row(job_id) if 0 < job_id <= MAX_ID else None
         if row is None:
-            raise JobNotFound(f"no job #{job_id}")
+            raise JobNotFound(N_("no job #{job_id}", job_id=job_id))
         return Job.from_row(row)
 
     def submit(
@@ -402,10 +402,14 @@ class JobQueue:
         job = self.get(job_id)
         if by != OPERATOR and by != job.owner:
             raise Forbidden(
-                f"job #{job_id} belongs to {job.owner or 'the operator'}; only its owner can cancel it"
+                N_(
+                    "job #{job_id} belongs to {owner}; only its owner can cancel it",
+                    job_id=job_id,
+                    owner=job.owner or N_("the operator"),
+                )
             )
         if job.final:
-            raise HipbotError(f"job #{job_id} is already {job.state}")
+            raise HipbotError(N_("job #{job_id} is already {job_state}", job_id=job_id, job_state=job.state))
         with self.db.conn:
             self.db.execute("BEGIN IMMEDIATE")
             if job.state == "queued":
@@ -425,7 +429,7 @@ class JobQueue:
         adapter_dir: str | None = None,
     ) -> Job:
         if state not in FINAL:
-            raise HipbotError(f"{state!r} is not a final state")
+            raise HipbotError(N_("{state!r} is not a final state", state=state))
         values: dict[str, Any] = {"state": state, "finished_at": utcnow(), "lease_until": None}
         if error is not None:
             values["error"] = error
@@ -474,7 +478,9 @@ class JobQueue:
         """The job if ``worker_id`` holds it now; any other worker gets ``Forbidden``."""
         job = self.get(job_id)
         if job.worker_id != worker_id or job.state not in ACTIVE:
-            raise Forbidden(f"worker {worker_id} does not hold job #{job_id}")
+            raise Forbidden(
+                N_("worker {worker_id} does not hold job #{job_id}", worker_id=worker_id, job_id=job_id)
+            )
         return job
 
     def heartbeat(
@@ -552,7 +558,7 @@ class JobQueue:
                 "SELECT used_at FROM registration_tokens WHERE token_hash = ?", [hash_secret(token)]
             ).fetchone()
             if row is None or row[0] is not None:
-                raise Unauthorized("registration token is unknown or already used")
+                raise Unauthorized(N_("registration token is unknown or already used"))
             worker_id = "w-" + secrets.token_hex(4)
             secret = secrets.token_urlsafe(32)
             gpus = GpuReport.model_validate(gpus)
@@ -580,7 +586,7 @@ class JobQueue:
     def authenticate(self, worker_id: str, secret: str) -> Worker:
         row = self.db.execute("SELECT secret_hash, revoked FROM workers WHERE id = ?", [worker_id]).fetchone()
         if row is None or row[1] or not hmac.compare_digest(row[0], hash_secret(secret)):
-            raise Unauthorized("unknown worker or wrong secret")
+            raise Unauthorized(N_("unknown worker or wrong secret"))
         self.db.execute("UPDATE workers SET last_seen = ? WHERE id = ?", [utcnow(), worker_id])
         return self.worker(worker_id)
 
@@ -589,7 +595,7 @@ class JobQueue:
         names = [d[0] for d in cur.description]
         row = cur.fetchone()
         if row is None:
-            raise WorkerNotFound(f"no worker {worker_id}")
+            raise WorkerNotFound(N_("no worker {worker_id}", worker_id=worker_id))
         return Worker.from_row(dict(zip(names, row, strict=True)))
 
     def workers(self) -> list[Worker]:
@@ -620,8 +626,11 @@ class JobQueue:
         name = name.strip()
         if not re.fullmatch(r"[A-Za-z0-9._:@-]{1,100}", name) or name == OPERATOR:
             raise InvalidInput(
-                f"client name {name!r} is not usable",
-                hint=f"1-100 letters, digits or ._:@- (and not {OPERATOR!r}), such as the user's login",
+                N_("client name {name!r} is not usable", name=name),
+                hint=N_(
+                    "1-100 letters, digits or ._:@- (and not {OPERATOR!r}), such as the user's login",
+                    OPERATOR=OPERATOR,
+                ),
             )
         token = "cli-" + secrets.token_urlsafe(24)
         self.db.execute(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 if TYPE_CHECKING:
     import jinja2
@@ -101,15 +102,24 @@ class TemplateRecord(BaseModel):
                 messages=plain, add_generation_prompt=add_generation_prompt, **self.template_kwargs()
             )
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"the recorded chat template ({self.label}) failed to render: {exc}") from exc
+            raise TemplateError(
+                N_("the recorded chat template ({label}) failed to render: {exc}", label=self.label, exc=exc)
+            ) from exc
 
     def check(self) -> TemplateRecord:
         """Raise unless rendering here reproduces the probe prompt the tokenizer rendered in training."""
         mine = self.render(self.conversation(PROBE_QUESTION))
         if mine != self.probe_prompt:
             raise TemplateError(
-                f"the recorded chat template ({self.label}) renders differently here than in training",
-                hint=f"expected {self.probe_prompt[:120]!r}, got {mine[:120]!r}; re-run the job with a current worker",
+                N_(
+                    "the recorded chat template ({label}) renders differently here than in training",
+                    label=self.label,
+                ),
+                hint=N_(
+                    "expected {expected!r}, got {got!r}; re-run the job with a current worker",
+                    expected=self.probe_prompt[:120],
+                    got=mine[:120],
+                ),
             )
         return self
 
@@ -122,11 +132,18 @@ class TemplateRecord(BaseModel):
             record = cls.model_validate_json(text)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}" for e in exc.errors())
-            raise TemplateError(f"{where} is not a valid template record: {problems}") from exc
+            raise TemplateError(
+                N_("{where} is not a valid template record: {problems}", where=where, problems=problems)
+            ) from exc
         if record.format != RECORD_FORMAT:
             raise TemplateError(
-                f"{where} has record format {record.format}; this hipbot reads format {RECORD_FORMAT}",
-                hint="upgrade hipbot on this machine",
+                N_(
+                    "{where} has record format {record_format}; this hipbot reads format {RECORD_FORMAT}",
+                    where=where,
+                    record_format=record.format,
+                    RECORD_FORMAT=RECORD_FORMAT,
+                ),
+                hint=N_("upgrade hipbot on this machine"),
             )
         return record
 
@@ -198,7 +215,7 @@ def read(folder: Path) -> TemplateRecord | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise TemplateError(f"cannot read {path}: {exc}") from exc
+        raise TemplateError(N_("cannot read {path}: {exc}", path=path, exc=exc)) from exc
     return TemplateRecord.from_json(text, str(path)).check()
 
 
@@ -255,4 +272,4 @@ def _compiled(source: str) -> jinja2.Template:
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(f"the recorded chat template is not valid Jinja: {exc}") from exc
+        raise TemplateError(N_("the recorded chat template is not valid Jinja: {exc}", exc=exc)) from exc

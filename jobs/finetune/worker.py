@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.archive import ArchiveLimits, extract
 from hipbot.jobs.finetune.coordinator_client import CoordinatorClient, CoordinatorError
 from hipbot.jobs.finetune.datasets import attachment_entry, check_attachment
@@ -116,7 +117,7 @@ class WorkerAgent:
                 return
         if not self.token:
             raise HipbotError(
-                "this worker is not registered yet", hint="pass --token with a registration token"
+                N_("this worker is not registered yet"), hint=N_("pass --token with a registration token")
             )
         worker_id, secret = self.client.register(self.token, self.name, self.advertised())
         path.write_text(
@@ -130,7 +131,7 @@ class WorkerAgent:
         """Claim and run jobs until ``max_jobs`` are done (forever by default); return how many ran."""
         if not self.info.gpus and not self.allow_cpu:
             raise HipbotError(
-                "no GPU visible to PyTorch", hint="check HIP_VISIBLE_DEVICES, or pass --cpu for tests"
+                N_("no GPU visible to PyTorch"), hint=N_("check HIP_VISIBLE_DEVICES, or pass --cpu for tests")
             )
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
         self.connect()

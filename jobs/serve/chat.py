@@ -23,6 +23,7 @@ from typing import Any
 
 from hipbot.config import Settings
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.template_record import ChatMessage, TemplateRecord
 from hipbot.jobs.serve.registry import Registry
 from hipbot.jobs.serve.vllm_client import AdapterNotLoaded, VllmClient
@@ -50,7 +51,13 @@ def _history(history: Sequence[Any] | None) -> list[ChatMessage]:
     for turn in history or ():
         role, content = (turn["role"], turn["content"]) if isinstance(turn, dict) else turn
         if role not in ROLES:
-            raise HipbotError(f"unknown chat role {role!r} in history (use one of {', '.join(ROLES)})")
+            raise HipbotError(
+                N_(
+                    "unknown chat role {role!r} in history (use one of {roles})",
+                    role=role,
+                    roles=", ".join(ROLES),
+                )
+            )
         turns.append(ChatMessage(role=role, content=str(content)))
     return turns
 
@@ -83,12 +90,15 @@ def resolve_target(
             with VllmClient(url, api_key=settings.llm_api_key, timeout=10) as client:
                 bases = client.base_models()
             if not bases:
-                raise HipbotError(f"the server at {url} lists no models")
+                raise HipbotError(N_("the server at {url} lists no models", url=url))
             model = bases[0].id
         return ChatTarget("HIPBOT_LLM_URL", url, model, settings.llm_api_key)
     raise HipbotError(
-        "no vLLM server is configured",
-        hint="hipbot serve servers add NAME URL (or set HIPBOT_LLM_URL); for a local one: hipbot serve local start",
+        N_("no vLLM server is configured"),
+        hint=N_(
+            "hipbot serve servers add NAME URL (or set HIPBOT_LLM_URL); for a local one: "
+            "hipbot serve local start"
+        ),
     )
 
 
@@ -113,7 +123,7 @@ def ask(
     """Stream ``target``'s answer: through ``/v1/completions`` with the prompt rendered from its
     template record when it has one (see the module docstring), else the chat endpoint."""
     if not prompt.strip():
-        raise HipbotError("the prompt is empty")
+        raise HipbotError(N_("the prompt is empty"))
     turns = _history(history)
     client = _client(target)
     if target.template is None:
@@ -154,9 +164,9 @@ def stream_chat(
     is a list of ``{"role", "content"}`` dicts or ``(role, content)`` pairs, oldest first;
     ``system`` replaces the adapter's trained ``default_system``."""
     if adapter is not None and base:
-        raise HipbotError("choose either an adapter or the base model, not both")
+        raise HipbotError(N_("choose either an adapter or the base model, not both"))
     if not prompt.strip():
-        raise HipbotError("the prompt is empty")
+        raise HipbotError(N_("the prompt is empty"))
     _history(history)  # a bad role fails before any server is asked
     target = resolve_target(settings, adapter, registry)
     limit = settings.llm_timeout if timeout is None else timeout

@@ -86,7 +86,7 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
 
     validate_name(name, "server")
     if not url.startswith(("http://", "https://")):
-        raise HipbotError(_("server URL must start with http:// or https://, got {url!r}").format(url=url))
+        raise HipbotError(N_("server URL must start with http:// or https://, got {url!r}", url=url))
     settings = _settings()
     url = url.rstrip("/").removesuffix("/v1")
     if base_model is None or served_model is None:
@@ -94,8 +94,8 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
             bases = client.base_models()
         if not bases:
             raise HipbotError(
-                _("the server at {url} lists no base model").format(url=url),
-                hint=_("pass --base-model and --served-model"),
+                N_("the server at {url} lists no base model", url=url),
+                hint=N_("pass --base-model and --served-model"),
             )
         served_model = served_model or bases[0].id
         base_model = base_model or bases[0].root or bases[0].id
@@ -143,7 +143,7 @@ def servers_check(name: str | None, as_json: bool) -> None:
     registry = _registry()
     targets = [registry.server(name)] if name else registry.servers()
     if not targets:
-        raise HipbotError(_("no servers yet"), hint="hipbot serve servers add NAME URL")
+        raise HipbotError(N_("no servers yet"), hint="hipbot serve servers add NAME URL")
     reports = []
     for server in targets:
         wanted = sorted(d.adapter for d in registry.deployments(server=server.name))
@@ -173,7 +173,7 @@ def servers_check(name: str | None, as_json: bool) -> None:
                 click.echo("  " + missing.format(names=", ".join(r["missing"])))
     bad = [r["server"] for r in reports if not r["healthy"] or r.get("missing")]
     if bad:
-        raise HipbotError(_("not every server is ready: {servers}").format(servers=", ".join(bad)))
+        raise HipbotError(N_("not every server is ready: {servers}", servers=", ".join(bad)))
 
 
 # -- adapters -----------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def _job_output(job_id: str) -> tuple[Path, str | None, str | None]:
     from hipbot.jobs.finetune.backends import finished_adapter
 
     if not job_id.lstrip("#").isdigit():
-        raise HipbotError(_("job id must be a number, got {job_id!r}").format(job_id=job_id))
+        raise HipbotError(N_("job id must be a number, got {job_id!r}", job_id=job_id))
     job = finished_adapter(_settings(), int(job_id.lstrip("#")))
     return Path(job.adapter_dir or ""), job.base_model, job.owner
 
@@ -192,7 +192,7 @@ def _source(
 ) -> tuple[Path, dict[str, Any]]:
     """The adapter folder of --job or --path, and register_adapter's keywords for it."""
     if (job is None) == (path is None):
-        raise HipbotError(_("give exactly one of --job ID or --path DIR"))
+        raise HipbotError(N_("give exactly one of --job ID or --path DIR"))
     job_owner = None
     if job is not None:
         path, job_base, job_owner = _job_output(job)
@@ -327,7 +327,7 @@ def sync_cmd(server: str | None, every: float | None) -> None:
                 click.echo(f"{report.server}: {unknown}")
         if every is None:
             if failed:
-                raise HipbotError(_("sync incomplete: {failed}").format(failed=", ".join(failed)))
+                raise HipbotError(N_("sync incomplete: {failed}", failed=", ".join(failed)))
             return
         time.sleep(every)
 

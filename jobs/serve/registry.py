@@ -17,6 +17,7 @@ import sqlite_utils
 from hipbot.config import Settings
 from hipbot.db import migrate, open_db, utcnow
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune import template_record
 from hipbot.jobs.finetune.template_record import TemplateRecord
 
@@ -29,8 +30,12 @@ def validate_name(name: str, what: str = "adapter") -> str:
     """Names become directory names on the vLLM host and model ids in the API, so keep them plain."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > NAME_MAX:
         raise HipbotError(
-            f"invalid {what} name {name!r}",
-            hint=f"use lowercase letters, digits, '-' and '.', starting with a letter or digit, at most {NAME_MAX} characters",
+            N_("invalid {what} name {name!r}", what=what, name=name),
+            hint=N_(
+                "use lowercase letters, digits, '-' and '.', starting with a letter or digit, at "
+                "most {NAME_MAX} characters",
+                NAME_MAX=NAME_MAX,
+            ),
         )
     return name
 
@@ -162,8 +167,8 @@ class Registry:
         validate_name(server.name, "server")
         if not replace and self._server_row(server.name) is not None:
             raise HipbotError(
-                f"server {server.name!r} already exists",
-                hint="pass --replace to change it, or pick another name",
+                N_("server {server_name!r} already exists", server_name=server.name),
+                hint=N_("pass --replace to change it, or pick another name"),
             )
         row = server.__dict__ | {
             "adapter_dir": str(server.adapter_dir),
@@ -181,8 +186,8 @@ class Registry:
         if row is None:
             known = ", ".join(s.name for s in self.servers()) or "none yet"
             raise HipbotError(
-                f"no vLLM server named {name!r} (known: {known})",
-                hint="add one: hipbot serve servers add NAME URL",
+                N_("no vLLM server named {name!r} (known: {known})", name=name, known=known),
+                hint=N_("add one: hipbot serve servers add NAME URL"),
             )
         return Server(**(row | {"adapter_dir": Path(row["adapter_dir"])}))
 
@@ -208,7 +213,9 @@ class Registry:
         try:
             self.db["adapters"].insert(row)
         except sqlite3.IntegrityError as exc:
-            raise HipbotError(f"adapter name {adapter.name!r} is already taken") from exc
+            raise HipbotError(
+                N_("adapter name {adapter_name!r} is already taken", adapter_name=adapter.name)
+            ) from exc
         return self.get(adapter.name)
 
     def find(self, name: str) -> Adapter | None:
@@ -219,8 +226,8 @@ class Registry:
         adapter = self.find(name)
         if adapter is None:
             raise HipbotError(
-                f"no adapter named {name!r} in the registry",
-                hint="see: hipbot serve list; register one: hipbot serve register NAME --job ID",
+                N_("no adapter named {name!r} in the registry", name=name),
+                hint=N_("see: hipbot serve list; register one: hipbot serve register NAME --job ID"),
             )
         return adapter
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 
 class ServerDown(HipbotError):
@@ -116,21 +117,41 @@ class VllmClient:
             raise self._down(exc) from exc
         except httpx.TimeoutException as exc:
             raise ServerDown(
-                f"vLLM server {self.name} did not answer {method} {path} in time", hint=str(exc)
+                N_(
+                    "vLLM server {name} did not answer {method} {path} in time",
+                    name=self.name,
+                    method=method,
+                    path=path,
+                ),
+                hint=str(exc),
             ) from exc
         except httpx.HTTPError as exc:
             raise self._down(exc) from exc
 
     def _down(self, exc: Exception) -> ServerDown:
         return ServerDown(
-            f"vLLM server {self.name} is not reachable at {self.url} ({type(exc).__name__})",
-            hint="start it (hipbot serve local start, or deploy/README.md) and check with: hipbot serve servers check",
+            N_(
+                "vLLM server {name} is not reachable at {url} ({error_type})",
+                name=self.name,
+                url=self.url,
+                error_type=type(exc).__name__,
+            ),
+            hint=N_(
+                "start it (hipbot serve local start, or deploy/README.md) and check with: hipbot "
+                "serve servers check"
+            ),
         )
 
     def _rejected(self, response: httpx.Response, what: str) -> VllmRejected:
         detail = _error_detail(response)
         return VllmRejected(
-            f"vLLM server {self.name} refused to {what} (HTTP {response.status_code}): {detail}",
+            N_(
+                "vLLM server {name} refused to {what} (HTTP {status}): {detail}",
+                name=self.name,
+                what=what,
+                status=response.status_code,
+                detail=detail,
+            ),
             status=response.status_code,
             detail=detail,
         )
@@ -149,7 +170,7 @@ class VllmClient:
     def models(self) -> list[ServedModel]:
         response = self._request("GET", "/v1/models")
         if response.status_code != 200:
-            raise self._rejected(response, "list its models")
+            raise self._rejected(response, N_("list its models"))
         return [
             ServedModel(
                 id=str(item["id"]),
@@ -175,14 +196,14 @@ class VllmClient:
         if _route_missing(response):
             raise self._no_runtime_lora(response)
         if response.status_code != 200:
-            raise self._rejected(response, f"load adapter {name!r} from {path}")
+            raise self._rejected(response, N_("load adapter {name!r} from {path}", name=name, path=path))
 
     def _no_runtime_lora(self, response: httpx.Response) -> VllmRejected:
         return VllmRejected(
-            f"vLLM server {self.name} has no runtime LoRA API",
+            N_("vLLM server {name} has no runtime LoRA API", name=self.name),
             status=response.status_code,
             detail=_error_detail(response),
-            hint="start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True",
+            hint=N_("start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"),
         )
 
     def unload_adapter(self, name: str) -> bool:
@@ -194,7 +215,7 @@ class VllmClient:
             return False
         if _route_missing(response):
             raise self._no_runtime_lora(response)
-        raise self._rejected(response, f"unload adapter {name!r}")
+        raise self._rejected(response, N_("unload adapter {name!r}", name=name))
 
     def chat_stream(
         self,
@@ -255,13 +276,23 @@ class VllmClient:
                     raise self._chat_error(response, model)
                 for data in _sse_data(response.iter_lines()):
                     if time.monotonic() > deadline:
-                        raise ChatTimeout(f"{model} did not finish its answer within {timeout:g} s")
+                        raise ChatTimeout(
+                            N_(
+                                "{model} did not finish its answer within {timeout:g} s",
+                                model=model,
+                                timeout=timeout,
+                            )
+                        )
                     if data == "[DONE]":
                         return
                     event = json.loads(data)
                     if "error" in event:
                         raise VllmRejected(
-                            f"vLLM server {self.name} failed while answering: {_event_error(event)}",
+                            N_(
+                                "vLLM server {name} failed while answering: {error}",
+                                name=self.name,
+                                error=_event_error(event),
+                            ),
                             status=200,
                             detail=_event_error(event),
                         )
@@ -273,10 +304,16 @@ class VllmClient:
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._down(exc) from exc
         except httpx.TimeoutException as exc:
-            raise ChatTimeout(f"{model} did not answer within {timeout:g} s") from exc
+            raise ChatTimeout(
+                N_("{model} did not answer within {timeout:g} s", model=model, timeout=timeout)
+            ) from exc
         except httpx.HTTPError as exc:
             raise ServerDown(
-                f"lost the connection to vLLM server {self.name} while streaming ({type(exc).__name__})"
+                N_(
+                    "lost the connection to vLLM server {name} while streaming ({error_type})",
+                    name=self.name,
+                    error_type=type(exc).__name__,
+                )
             ) from exc
 
     def tokenize(
@@ -291,7 +328,7 @@ class VllmClient:
             body |= {"prompt": prompt, "add_special_tokens": False}
         response = self._request("POST", "/tokenize", json=body)
         if response.status_code != 200:
-            raise self._rejected(response, "tokenize")
+            raise self._rejected(response, N_("tokenize"))
         return [int(t) for t in response.json()["tokens"]]
 
     def chat(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> str:
@@ -301,10 +338,15 @@ class VllmClient:
         detail = _error_detail(response)
         if response.status_code == 404 and "does not exist" in detail:
             return AdapterNotLoaded(
-                f"{model!r} is not loaded on vLLM server {self.name}: {detail}",
-                hint=f"publish it: hipbot serve publish {model}",
+                N_(
+                    "{model!r} is not loaded on vLLM server {name}: {detail}",
+                    model=model,
+                    name=self.name,
+                    detail=detail,
+                ),
+                hint=N_("publish it: hipbot serve publish {model}", model=model),
             )
-        return self._rejected(response, f"answer with {model!r}")
+        return self._rejected(response, N_("answer with {model!r}", model=model))
 
 
 def _route_missing(response: httpx.Response) -> bool:

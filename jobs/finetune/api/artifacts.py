@@ -15,6 +15,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import FileResponse
 
 from hipbot.errors import InvalidInput, NotFound, TooLarge
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.api.protocol import ArtifactReply, ErrorReply
 from hipbot.jobs.finetune.api.state import CallingWorker, Coordinator, HeldJob, Service
 from hipbot.jobs.finetune.archive import MalformedArtifact, Member, extract, scan
@@ -37,14 +38,14 @@ router = APIRouter(
 @router.get("/jobs/{job_id}/dataset", response_class=FileResponse)
 def get_dataset(job: HeldJob) -> FileResponse:
     if not job.attachment_path or not Path(job.attachment_path).is_file():
-        raise NotFound("this job has no attached dataset")
+        raise NotFound(N_("this job has no attached dataset"))
     return FileResponse(job.attachment_path, filename=job.attachment_name)
 
 
 @router.get("/jobs/{job_id}/checkpoint", response_class=FileResponse)
 def get_checkpoint(job: HeldJob) -> FileResponse:
     if not job.checkpoint_path or not Path(job.checkpoint_path).is_file():
-        raise NotFound("no checkpoint uploaded for this job")
+        raise NotFound(N_("no checkpoint uploaded for this job"))
     return FileResponse(job.checkpoint_path, headers={"X-Checkpoint-Step": str(job.checkpoint_step or 0)})
 
 
@@ -70,14 +71,14 @@ async def upload(
     A checkpoint holds only safetensors and JSON (``portable``); a refused one is logged against
     the worker that sent it, so the next worker never receives it."""
     if kind not in ARTIFACT_KINDS:
-        raise NotFound(f"artifact kind must be one of {', '.join(ARTIFACT_KINDS)}")
+        raise NotFound(N_("artifact kind must be one of {kinds}", kinds=", ".join(ARTIFACT_KINDS)))
     if kind == "checkpoint" and step is None:
-        raise InvalidInput("a checkpoint upload needs ?step=N")
+        raise InvalidInput(N_("a checkpoint upload needs ?step=N"))
     expected = x_content_sha256.strip().lower()
     if not re.fullmatch(r"[0-9a-f]{64}", expected):
-        raise MalformedArtifact("X-Content-SHA256 must be the upload's SHA-256 as 64 hex digits")
+        raise MalformedArtifact(N_("X-Content-SHA256 must be the upload's SHA-256 as 64 hex digits"))
     limit = service.config.max_artifact_bytes
-    too_large = TooLarge(f"artifact is larger than the {limit} byte limit")
+    too_large = TooLarge(N_("artifact is larger than the {limit} byte limit", limit=limit))
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise too_large
@@ -93,7 +94,7 @@ async def upload(
                 digest.update(chunk)
                 fh.write(chunk)
         if not hmac.compare_digest(digest.hexdigest().encode(), expected.encode()):
-            raise MalformedArtifact("checksum mismatch: the upload was corrupted or altered")
+            raise MalformedArtifact(N_("checksum mismatch: the upload was corrupted or altered"))
         store = _store_checkpoint if kind == "checkpoint" else _store_adapter
         try:
             return await service.run(service.file_pool, store, service, job.id, w, step or 0, tmp)
@@ -131,7 +132,10 @@ def _adapter_member(member: Member, data: IO[bytes]) -> None:
     """Adapters are read by vLLM and the registry: no pickled files among them."""
     if member.name.endswith(PICKLED_SUFFIXES):
         raise MalformedArtifact(
-            f"malformed artifact: {member.name} is a pickle; adapters carry safetensors only"
+            N_(
+                "malformed artifact: {member_name} is a pickle; adapters carry safetensors only",
+                member_name=member.name,
+            )
         )
 
 
@@ -140,7 +144,9 @@ def _store_adapter(service: Coordinator, job_id: int, w: Worker, _step: int, tmp
     base = {Path(n).name for n in names}
     missing = [f for f in ADAPTER_REQUIRED if f not in names]
     if missing:
-        raise MalformedArtifact(f"malformed artifact: the adapter lacks {', '.join(missing)}")
+        raise MalformedArtifact(
+            N_("malformed artifact: the adapter lacks {missing}", missing=", ".join(missing))
+        )
     job = service.locked(service.queue.held, job_id, w.id)
     dest = service.config.adapters_dir / f"job-{job_id}-{job.name}"
     staging = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.partial")

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, File, Form, Query, UploadFile
 
 from hipbot.errors import InvalidInput, TooLarge
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.api.protocol import CancelRequest, ErrorReply, ValidateReply
 from hipbot.jobs.finetune.api.state import CallingClient, JobId, Service, acting_as, client
 from hipbot.jobs.finetune.intake import accept_job, estimate_spec
@@ -34,12 +35,14 @@ async def read_upload(upload: UploadFile | str, limit: int) -> tuple[bytes, str]
     """The attached file's bytes and name; refused when over ``limit`` or sent without a name."""
     if isinstance(upload, str) or not upload.filename or not Path(upload.filename).name:
         raise InvalidInput(
-            "the attached dataset has no file name",
-            hint="send it as a file with a name such as data.jsonl (the suffix says its format)",
+            N_("the attached dataset has no file name"),
+            hint=N_("send it as a file with a name such as data.jsonl (the suffix says its format)"),
         )
     data = await upload.read(limit + 1)
     if len(data) > limit:
-        raise TooLarge(f"attached dataset is larger than the {limit // 2**20} MiB limit")
+        raise TooLarge(
+            N_("attached dataset is larger than the {limit_mib} MiB limit", limit_mib=limit // 2**20)
+        )
     return data, Path(upload.filename).name
 
 
@@ -53,8 +56,11 @@ async def _validate(service: Service, text: str, attachment: tuple[bytes, str] |
         )
     except TimeoutError as exc:
         raise InvalidInput(
-            f"the job config took longer than {service.config.spec_timeout_s:g} s to check",
-            hint="a LLaMA-Factory train YAML is a few dozen plain keys; drop anchors and aliases",
+            N_(
+                "the job config took longer than {timeout:g} s to check",
+                timeout=service.config.spec_timeout_s,
+            ),
+            hint=N_("a LLaMA-Factory train YAML is a few dozen plain keys; drop anchors and aliases"),
         ) from exc
 
 

@@ -25,6 +25,7 @@ from fastapi import Path as PathParam
 
 from hipbot.config import Settings
 from hipbot.errors import Forbidden, Unauthorized
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.archive import ArchiveLimits
 from hipbot.jobs.finetune.datasets import ATTACHMENT_LIMIT
 from hipbot.jobs.finetune.memory import GIB
@@ -136,11 +137,11 @@ def client(
         caller = service.locked(service.queue.client_caller, given.decode("latin-1"))
         if caller is not None:
             return caller
-        raise Unauthorized("missing or wrong coordinator token")
+        raise Unauthorized(N_("missing or wrong coordinator token"))
     if token:
-        raise Unauthorized("missing or wrong coordinator token")
+        raise Unauthorized(N_("missing or wrong coordinator token"))
     if request.client is None or request.client.host not in LOOPBACK:
-        raise Unauthorized("this coordinator has no client token: only loopback clients may use it")
+        raise Unauthorized(N_("this coordinator has no client token: only loopback clients may use it"))
     return Caller(OPERATOR, trusted=True)
 
 
@@ -153,8 +154,12 @@ def acting_as(caller: Caller, named: str | None) -> str | None:
         return named
     if named is not None and named != caller.name:
         raise Forbidden(
-            f"this client token belongs to {caller.name!r}: it cannot act for {named!r}",
-            hint="leave the owner out, or use that user's own token",
+            N_(
+                "this client token belongs to {caller_name!r}: it cannot act for {named!r}",
+                caller_name=caller.name,
+                named=named,
+            ),
+            hint=N_("leave the owner out, or use that user's own token"),
         )
     return caller.name
 
@@ -164,7 +169,7 @@ def worker(service: Service, authorization: Annotated[str | None, Header()] = No
     raw = _bearer(authorization).decode("latin-1")
     worker_id, _, secret = raw.partition(":")
     if not worker_id or not secret:
-        raise Unauthorized("worker credentials missing (Authorization: Bearer WORKER_ID:SECRET)")
+        raise Unauthorized(N_("worker credentials missing (Authorization: Bearer WORKER_ID:SECRET)"))
     return service.locked(service.queue.authenticate, worker_id, secret)
 
 

@@ -10,6 +10,7 @@ import time
 from fastapi import APIRouter, Depends, Response
 
 from hipbot.errors import Conflict, InvalidInput, TooManyRequests
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.api.protocol import (
     ClaimReply,
     ClaimRequest,
@@ -66,8 +67,8 @@ async def claim(service: Service, body: ClaimRequest, w: CallingWorker) -> Claim
     queue, config = service.queue, service.config
     if service.polls[w.id] >= config.max_polls_per_worker or service.polls.total() >= config.max_polls:
         raise TooManyRequests(
-            f"worker {w.id} already has {service.polls[w.id]} claims waiting",
-            hint="wait for the reply to the last claim before sending another",
+            N_("worker {w_id} already has {polls} claims waiting", w_id=w.id, polls=service.polls[w.id]),
+            hint=N_("wait for the reply to the last claim before sending another"),
         )
     service.polls[w.id] += 1
     try:
@@ -124,9 +125,9 @@ def result(service: Service, job: HeldJob, w: CallingWorker, body: ResultRequest
     """The end of this worker's attempt: succeeded (adapter uploaded), failed or cancelled."""
     queue = service.queue
     if body.state not in FINAL:
-        raise InvalidInput(f"state must be one of {', '.join(FINAL)}")
+        raise InvalidInput(N_("state must be one of {states}", states=", ".join(FINAL)))
     if body.state == "succeeded" and not job.adapter_dir:
-        raise Conflict("upload the adapter before reporting success")
+        raise Conflict(N_("upload the adapter before reporting success"))
     if body.state == "failed" and body.retry and job.attempts < job.max_attempts and not job.cancel_requested:
         service.locked(
             queue.update, job.id, state="queued", worker_id=None, lease_until=None, error=body.error

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.datasets.read import (
     ATTACHMENT_LIMIT,
     FILE_FORMATS,
@@ -134,11 +135,18 @@ def check_attachment(data: bytes, name: str) -> list[Record]:
     """Validate an uploaded dataset file: size, type, records that make at least one training example."""
     if len(data) > ATTACHMENT_LIMIT:
         raise HipbotError(
-            f"attached dataset {name} is {len(data) / 2**20:.1f} MiB; the limit is {ATTACHMENT_LIMIT // 2**20} MiB"
+            N_(
+                "attached dataset {name} is {size_mib:.1f} MiB; the limit is {limit_mib} MiB",
+                name=name,
+                size_mib=len(data) / 2**20,
+                limit_mib=ATTACHMENT_LIMIT // 2**20,
+            )
         )
     suffix = Path(name).suffix.lower()
     if suffix not in FILE_FORMATS:
-        raise HipbotError(f"attached dataset {name}: use a .json, .jsonl, .csv or .parquet file")
+        raise HipbotError(
+            N_("attached dataset {name}: use a .json, .jsonl, .csv or .parquet file", name=name)
+        )
     if suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -146,19 +154,24 @@ def check_attachment(data: bytes, name: str) -> list[Record]:
         try:
             rows = pq.read_table(pa.BufferReader(data)).to_pylist()
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a bad file
-            raise HipbotError(f"attached dataset {name}: not a readable parquet file ({exc})") from exc
+            raise HipbotError(
+                N_("attached dataset {name}: not a readable parquet file ({exc})", name=name, exc=exc)
+            ) from exc
     else:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise HipbotError(f"attached dataset {name}: not UTF-8 text") from exc
+            raise HipbotError(N_("attached dataset {name}: not UTF-8 text", name=name)) from exc
         rows = parse_records(text, name)
     if not rows:
-        raise HipbotError(f"attached dataset {name} has no records")
+        raise HipbotError(N_("attached dataset {name} has no records", name=name))
     attr = dataset_attr(Path(name).stem, {Path(name).stem: attachment_entry(name, rows)})
     if not any(to_messages(r, attr) for r in rows[:50]):
         raise HipbotError(
-            f"attached dataset {name}: no record has a prompt and an answer "
-            "(alpaca: instruction/input/output; sharegpt: conversations with from/value)"
+            N_(
+                "attached dataset {name}: no record has a prompt and an answer (alpaca: "
+                "instruction/input/output; sharegpt: conversations with from/value)",
+                name=name,
+            )
         )
     return rows

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 
 if TYPE_CHECKING:
     from hipbot.jobs.finetune.spec import JobSpec
@@ -59,12 +60,13 @@ def read_dataset_info(dataset_dir: Path | str) -> dict[str, Any]:
         info = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise HipbotError(
-            f"no dataset_info.json in {dataset_dir}", hint="declare each dataset as LLaMA-Factory does"
+            N_("no dataset_info.json in {dataset_dir}", dataset_dir=dataset_dir),
+            hint=N_("declare each dataset as LLaMA-Factory does"),
         ) from exc
     except (OSError, ValueError) as exc:
-        raise HipbotError(f"cannot read {path}: {exc}") from exc
+        raise HipbotError(N_("cannot read {path}: {exc}", path=path, exc=exc)) from exc
     if not isinstance(info, dict):
-        raise HipbotError(f"{path} must map dataset names to entries")
+        raise HipbotError(N_("{path} must map dataset names to entries", path=path))
     return info
 
 
@@ -74,54 +76,88 @@ def dataset_attr(name: str, info: dict[str, Any]) -> DatasetAttr:
         import difflib
 
         close = difflib.get_close_matches(name, list(info), n=1)
-        raise HipbotError(
-            f"dataset {name!r} is not declared in dataset_info.json"
-            + (
-                f"; did you mean {close[0]!r}?"
-                if close
-                else f" (declared: {', '.join(sorted(info)) or 'none'})"
+        if close:
+            message = N_(
+                "dataset {name!r} is not declared in dataset_info.json; did you mean {close!r}?",
+                name=name,
+                close=close[0],
             )
-        )
+        else:
+            message = N_(
+                "dataset {name!r} is not declared in dataset_info.json (declared: {declared})",
+                name=name,
+                declared=", ".join(sorted(info)) or N_("none"),
+            )
+        raise HipbotError(message)
     entry = info[name]
     if not isinstance(entry, dict):
-        raise HipbotError(f"dataset {name!r}: its dataset_info.json entry must be an object")
+        raise HipbotError(N_("dataset {name!r}: its dataset_info.json entry must be an object", name=name))
     formatting = entry.get("formatting", "alpaca")
     if formatting not in ("alpaca", "sharegpt"):
-        raise HipbotError(f"dataset {name!r}: formatting must be alpaca or sharegpt, got {formatting!r}")
+        raise HipbotError(
+            N_(
+                "dataset {name!r}: formatting must be alpaca or sharegpt, got {formatting!r}",
+                name=name,
+                formatting=formatting,
+            )
+        )
     columns = entry.get("columns") or {}
     tags = entry.get("tags") or {}
     if not isinstance(columns, dict) or not isinstance(tags, dict):
-        raise HipbotError(f"dataset {name!r}: columns and tags must be objects mapping names to names")
+        raise HipbotError(
+            N_("dataset {name!r}: columns and tags must be objects mapping names to names", name=name)
+        )
     if entry.get("ranking"):
         raise HipbotError(
-            f"dataset {name!r} is a preference dataset (ranking: true, chosen/rejected answers) for reward "
-            "modelling or DPO; SFT trains on one answer per prompt: use a dataset without ranking"
+            N_(
+                "dataset {name!r} is a preference dataset (ranking: true, chosen/rejected "
+                "answers) for reward modelling or DPO; SFT trains on one answer per prompt: use "
+                "a dataset without ranking",
+                name=name,
+            )
         )
     if columns.get("kto_tag"):
         raise HipbotError(
-            f"dataset {name!r} has a kto_tag column (KTO feedback data); SFT trains on every answer as "
-            "a good one: drop kto_tag from its columns, or pick an SFT dataset"
+            N_(
+                "dataset {name!r} has a kto_tag column (KTO feedback data); SFT trains on every "
+                "answer as a good one: drop kto_tag from its columns, or pick an SFT dataset",
+                name=name,
+            )
         )
     media = [c for c in MEDIA_COLUMNS if columns.get(c)]
     if media:
         raise HipbotError(
-            f"dataset {name!r} has {'/'.join(media)} columns: workers train text-only LoRA adapters, "
-            "multimodal datasets are not supported"
+            N_(
+                "dataset {name!r} has {media} columns: workers train text-only LoRA adapters, "
+                "multimodal datasets are not supported",
+                name=name,
+                media="/".join(media),
+            )
         )
     remote = next(((k, str(entry[k])) for k in REMOTE_SOURCES if entry.get(k)), None)
     if not entry.get("file_name") and remote is None and not entry.get("script_url"):
-        raise HipbotError(f"dataset {name!r}: give file_name (a file or folder under dataset_dir)")
+        raise HipbotError(
+            N_("dataset {name!r}: give file_name (a file or folder under dataset_dir)", name=name)
+        )
     if not entry.get("file_name"):
         _no_local_copy(name, remote, entry.get("script_url"))
     num_samples = entry.get("num_samples")
     if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
         raise HipbotError(
-            f"dataset {name!r}: num_samples must be a positive whole number, got {num_samples!r}"
+            N_(
+                "dataset {name!r}: num_samples must be a positive whole number, got {num_samples!r}",
+                name=name,
+                num_samples=num_samples,
+            )
         )
     split = str(entry.get("split") or "train")
     if not SPLIT_RE.match(split):
         raise HipbotError(
-            f"dataset {name!r}: split {split!r} is not a split name such as train or train[:1000]"
+            N_(
+                "dataset {name!r}: split {split!r} is not a split name such as train or train[:1000]",
+                name=name,
+                split=split,
+            )
         )
     return DatasetAttr(
         name=name,
@@ -142,13 +178,24 @@ def _no_local_copy(name: str, remote: tuple[str, str] | None, script_url: str | 
     if remote is not None:
         key, url = remote
         raise HipbotError(
-            f"dataset {name!r} is on {REMOTE_SOURCES[key]} ({key}: {url}) and workers cannot download "
-            "datasets; download it, put its files under dataset_dir and declare file_name, or attach "
-            "the file to the job"
+            N_(
+                "dataset {name!r} is on {source} ({key}: {url}) and workers cannot download "
+                "datasets; download it, put its files under dataset_dir and declare file_name, "
+                "or attach the file to the job",
+                name=name,
+                source=REMOTE_SOURCES[key],
+                key=key,
+                url=url,
+            )
         )
     raise HipbotError(
-        f"dataset {name!r} is loaded by a script (script_url: {script_url}); workers do not run dataset "
-        "scripts: export it to a json/jsonl/csv/parquet file and declare file_name"
+        N_(
+            "dataset {name!r} is loaded by a script (script_url: {script_url}); workers do "
+            "not run dataset scripts: export it to a json/jsonl/csv/parquet file and declare "
+            "file_name",
+            name=name,
+            script_url=script_url,
+        )
     )
 
 
@@ -168,7 +215,7 @@ def dataset_problems(spec: JobSpec, dataset_dir: Path | str | None = None) -> li
             if not path.exists():
                 if attr.remote is not None or attr.script_url:
                     _no_local_copy(attr.name, attr.remote, attr.script_url)
-                raise HipbotError(f"dataset {name!r}: file {path} does not exist")
+                raise HipbotError(N_("dataset {name!r}: file {path} does not exist", name=name, path=path))
         except HipbotError as exc:
             problems.append(str(exc))
     return problems
@@ -178,7 +225,10 @@ def _read_file(path: Path) -> list[Record]:
     kind = LOCAL_FORMATS.get(path.suffix.lower())
     if kind is None:
         raise HipbotError(
-            f"{path.name}: unsupported dataset file type (use json, jsonl, csv, parquet or arrow)"
+            N_(
+                "{path_name}: unsupported dataset file type (use json, jsonl, csv, parquet or arrow)",
+                path_name=path.name,
+            )
         )
     try:
         if kind == "parquet":
@@ -195,7 +245,7 @@ def _read_file(path: Path) -> list[Record]:
                     return pa.ipc.open_file(source).read_all().to_pylist()
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise HipbotError(f"cannot read dataset file {path}: {exc}") from exc
+        raise HipbotError(N_("cannot read dataset file {path}: {exc}", path=path, exc=exc)) from exc
     return parse_records(text, path.name)
 
 
@@ -211,9 +261,11 @@ def parse_records(text: str, name: str) -> list[Record]:
         else:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (ValueError, csv.Error) as exc:
-        raise HipbotError(f"{name}: not valid {suffix.lstrip('.') or 'json'}: {exc}") from exc
+        raise HipbotError(
+            N_("{name}: not valid {format}: {exc}", name=name, format=suffix.lstrip(".") or "json", exc=exc)
+        ) from exc
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise HipbotError(f"{name}: expected a list of records (objects)")
+        raise HipbotError(N_("{name}: expected a list of records (objects)", name=name))
     return rows
 
 
@@ -233,8 +285,12 @@ def select_split(rows: list[Record], attr: DatasetAttr) -> list[Record]:
     split, start, stop = match.groups()
     if split != "train":
         raise HipbotError(
-            f"dataset {attr.name!r}: split {split!r} does not exist: a local file has one split, train "
-            "(take part of it with a slice such as train[:1000] or train[90%:])"
+            N_(
+                "dataset {attr_name!r}: split {split!r} does not exist: a local file has one "
+                "split, train (take part of it with a slice such as train[:1000] or train[90%:])",
+                attr_name=attr.name,
+                split=split,
+            )
         )
     return rows[_bound(start, len(rows)) : _bound(stop, len(rows))]
 
@@ -254,7 +310,9 @@ def load_records(attr: DatasetAttr, dataset_dir: Path | str, seed: int = 42) -> 
     if not attr.file_name or not path.exists():
         if attr.remote is not None or attr.script_url:
             _no_local_copy(attr.name, attr.remote, attr.script_url)
-        raise HipbotError(f"dataset {attr.name!r}: file {path} does not exist")
+        raise HipbotError(
+            N_("dataset {attr_name!r}: file {path} does not exist", attr_name=attr.name, path=path)
+        )
     if path.is_dir():
         files = sorted(c for c in path.rglob("*") if c.is_file() and c.suffix.lower() in LOCAL_FORMATS)
         if any(
@@ -263,7 +321,11 @@ def load_records(attr: DatasetAttr, dataset_dir: Path | str, seed: int = 42) -> 
             files = [f for f in files if f.suffix.lower() == ".arrow"]
         if not files:
             raise HipbotError(
-                f"dataset {attr.name!r}: folder {path} holds no json, jsonl, csv, parquet or arrow file"
+                N_(
+                    "dataset {attr_name!r}: folder {path} holds no json, jsonl, csv, parquet or arrow file",
+                    attr_name=attr.name,
+                    path=path,
+                )
             )
         rows: list[Record] = []
         for child in files:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.datasets.convert import to_messages
 from hipbot.jobs.finetune.datasets.read import DatasetAttr, dataset_attr, load_records, read_dataset_info
 from hipbot.jobs.finetune.datasets.templates import TEMPLATES
@@ -192,7 +193,13 @@ def build_examples(
     dataset_dir = Path(dataset_dir or spec.dataset_dir)
     names = [*spec.dataset, *spec.eval_dataset]
     if not (dataset_dir / "dataset_info.json").is_file():
-        raise HipbotError(f"dataset {names[0]!r}: no dataset_info.json in {dataset_dir}")
+        raise HipbotError(
+            N_(
+                "dataset {name!r}: no dataset_info.json in {dataset_dir}",
+                name=names[0],
+                dataset_dir=dataset_dir,
+            )
+        )
     info = read_dataset_info(dataset_dir)
     template = chat_template(tokenizer, spec.template)
     skipped = 0
@@ -209,11 +216,17 @@ def build_examples(
     evaluation = [x for n in spec.eval_dataset for x in encoded(n)]
     if not train:
         raise HipbotError(
-            f"datasets {', '.join(spec.dataset)} gave no training example "
-            f"({skipped} records skipped: empty answers, unknown roles, or prompts longer than cutoff_len)"
+            N_(
+                "datasets {datasets} gave no training example ({skipped} records skipped: empty "
+                "answers, unknown roles, or prompts longer than cutoff_len)",
+                datasets=", ".join(spec.dataset),
+                skipped=skipped,
+            )
         )
     if spec.eval_dataset and not evaluation:
-        raise HipbotError(f"eval_dataset {', '.join(spec.eval_dataset)} gave no example")
+        raise HipbotError(
+            N_("eval_dataset {datasets} gave no example", datasets=", ".join(spec.eval_dataset))
+        )
     if spec.val_size:
         n_eval = int(spec.val_size) if spec.val_size >= 1 else int(len(train) * spec.val_size)
         n_eval = min(n_eval, len(train) - 1)

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from hipbot.db import open_db
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_
 from hipbot.jobs.finetune.api.state import JobId
 from hipbot.jobs.finetune.web import store
 from hipbot.jobs.finetune.web.page import (
@@ -122,7 +123,9 @@ def cancel(request: Request, page: Page, job_id: JobId, csrf: Csrf) -> Response:
 def revoke(request: Request, page: Page, worker_id: str, csrf: Csrf) -> Response:
     def do(session: store.Session) -> Response:
         if not page.service.locked(store.revoke_worker, page.db, worker_id):
-            raise HipbotError(f"no worker {worker_id} to revoke (unknown or already revoked)")
+            raise HipbotError(
+                N_("no worker {worker_id} to revoke (unknown or already revoked)", worker_id=worker_id)
+            )
         return RedirectResponse("/ui#workers", status_code=303, headers=HEADERS)
 
     return _act(request, page, csrf, "revoke worker", worker_id, do)
