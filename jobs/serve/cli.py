@@ -84,7 +84,7 @@ def servers_add(name: str, url: str, adapter_dir: Path | None, vllm_adapter_dir:
     """Register the vLLM server NAME at URL (e.g. http://gpu-box:8000)."""
     from hipbot.jobs.serve.vllm_client import VllmClient
 
-    validate_name(name, "server")
+    validate_name(name, N_("server"))
     if not url.startswith(("http://", "https://")):
         raise HipbotError(N_("server URL must start with http:// or https://, got {url!r}", url=url))
     settings = _settings()

