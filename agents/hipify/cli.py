@@ -28,7 +28,7 @@ from hipbot.agents.hipify.tree import (
 )
 from hipbot.clihelp import Command, Group
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, ngettext
+from hipbot.i18n import N_, _, localized, ngettext
 
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
@@ -313,7 +313,8 @@ def _tree_record(outcome: FileOutcome, inplace: bool, emit: _Emit) -> dict:
     record: dict = {"file": str(source), "output": str(outcome.output) if outcome.output else None}
     if outcome.error:
         record["error"] = outcome.error
-        text = _("{error} (file left unchanged)").format(error=outcome.error) if inplace else outcome.error
+        error = localized(outcome.error)
+        text = _("{error} (file left unchanged)").format(error=error) if inplace else error
         click.echo(_("error: {message}").format(message=text), err=True)
     if outcome.result is not None:
         record.update(outcome.result.to_dict())
@@ -351,7 +352,8 @@ def _emit_single(result: HipifyResult, output: Path | None, source: Path | None,
     failed = False
     for err in result.report.errors:
         click.echo(
-            _("error: {message}").format(message=_("{error} (left as written)").format(error=err)), err=True
+            _("error: {message}").format(message=_("{error} (left as written)").format(error=localized(err))),
+            err=True,
         )
     record = result.to_dict()
     if not emit.as_json:

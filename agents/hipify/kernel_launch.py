@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hipbot.agents.hipify.cpp_tokens import COMMENT, IDENT, LineIndex, TokenSeq
+from hipbot.i18n import N_
 
 _OPEN = {"(": 1, "[": 1, "{": 1}
 _CLOSE = {")": 1, "]": 1, "}": 1}
@@ -118,10 +119,10 @@ def parse_launch(win: TokenSeq, i: int) -> Launch:
     """Parse the launch whose ``<<<`` is token ``i`` of the window."""
     open_tok = win.get(i)
     if open_tok is None:
-        raise LaunchError("no '<<<' at this position", 0)
+        raise LaunchError(N_("no '<<<' at this position"), 0)
     k0, templated = _kernel_start(win, i)
     if k0 < 0:
-        raise LaunchError("'<<<' without a kernel name before it", open_tok.start)
+        raise LaunchError(N_("'<<<' without a kernel name before it"), open_tok.start)
     kernel = (win.get(k0).start, win.get(_prev(win, i)).end)
     open_end = open_tok.end
     j = i + 1
@@ -134,7 +135,7 @@ def parse_launch(win: TokenSeq, i: int) -> Launch:
     while True:
         t = win.get(j)
         if t is None:
-            raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+            raise LaunchError(N_("unbalanced '<<<': no matching '>>>'"), open_tok.start)
         text = t.text
         if t.kind == COMMENT:
             j += 1
@@ -147,7 +148,7 @@ def parse_launch(win: TokenSeq, i: int) -> Launch:
             close = (t.start, t.end)
         if text in (">>>", ","):
             if arg_first is None:
-                raise LaunchError("empty kernel launch configuration argument", t.start)
+                raise LaunchError(N_("empty kernel launch configuration argument"), t.start)
             config.append((arg_first.start, arg_last.end))
             arg_first = arg_last = None
             if text == ">>>":
@@ -157,29 +158,30 @@ def parse_launch(win: TokenSeq, i: int) -> Launch:
         if text in _OPEN:  # a bracketed group: one step to its partner
             close_at = win.partner(j)
             if close_at < 0:
-                raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+                raise LaunchError(N_("unbalanced '<<<': no matching '>>>'"), open_tok.start)
             arg_first = arg_first or t
             arg_last = win.get(close_at)
             j = close_at + 1
             continue
         if text in _CLOSE or text in (";", "<<<"):
-            raise LaunchError("unbalanced '<<<': no matching '>>>'", open_tok.start)
+            raise LaunchError(N_("unbalanced '<<<': no matching '>>>'"), open_tok.start)
         if arg_first is None:
             arg_first = t
         arg_last = t
         j += 1
     if not 2 <= len(config) <= 4:
         raise LaunchError(
-            f"a kernel launch takes 2 to 4 configuration arguments, not {len(config)}", open_tok.start
+            N_("a kernel launch takes 2 to 4 configuration arguments, not {count}", count=len(config)),
+            open_tok.start,
         )
     p = _next(win, j)
     paren = win.get(p)
     if paren is None or paren.text != "(":
-        raise LaunchError("kernel launch '>>>' is not followed by an argument list", win.get(j).start)
+        raise LaunchError(N_("kernel launch '>>>' is not followed by an argument list"), win.get(j).start)
     q = win.partner(p)
     t = win.get(q) if q >= 0 else None
     if t is None:
-        raise LaunchError("kernel launch argument list is not closed", paren.start)
+        raise LaunchError(N_("kernel launch argument list is not closed"), paren.start)
     first, last = _next(win, p), _prev(win, q)
     args = (win.get(first).start, win.get(last).end) if first < q else None
     return Launch(

@@ -43,6 +43,7 @@ from hipbot.agents.hipify.tree import (
     write_output,
 )
 from hipbot.errors import HipbotError
+from hipbot.i18n import N_, Joined
 
 __all__ = [
     "FileOutcome",
@@ -70,14 +71,14 @@ def translate(
     deadline = Deadline.after(time_limit)
     problem = None
     if not source.strip():
-        problem = "input is empty"
+        problem = N_("input is empty")
     elif len(source) > MAX_INPUT_BYTES:
-        problem = f"input is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB"
+        problem = N_("input is larger than {limit} MiB", limit=MAX_INPUT_BYTES // (1024 * 1024))
     elif "\0" in source[:65536]:
-        problem = "input looks binary (NUL characters), not CUDA source"
+        problem = N_("input looks binary (NUL characters), not CUDA source")
     if problem:
         report = HipifyReport(filename)
-        report.errors.append(f"{filename}: {problem}")
+        report.errors.append(Joined(": ", [filename, problem]))
         return HipifyResult(source, report, [])
     translator = Translator(source, options, filename, deadline)
     text = translator.run()
@@ -104,11 +105,11 @@ def translate_path(
     try:
         text = read_source(source)
     except HipbotError as exc:
-        return FileOutcome(source, None, None, str(exc))
+        return FileOutcome(source, None, None, exc.message if exc.hint is None else str(exc))
     result = translate(text, options, str(source))
     target = output_path(source, root, out_dir, inplace)
     if not result.ok:
-        return FileOutcome(source, None, result, "; ".join(result.report.errors))
+        return FileOutcome(source, None, result, Joined("; ", result.report.errors))
     if write:
         write_output(source, target, result.text, inplace)
     return FileOutcome(source, target, result)

@@ -67,7 +67,7 @@ from hipbot.agents.hipify.report import (
     Unconverted,
 )
 from hipbot.agents.hipify.tree import encode_text, encoding_of
-from hipbot.i18n import N_
+from hipbot.i18n import N_, Joined
 
 _TEMPLATE_WORD = re.compile(r"\btemplate\b")
 _TEMPLATE_LOOKBACK = 4096  # how far before ``__global__`` its ``template <...>`` head is looked for
@@ -570,7 +570,8 @@ class Translator:
                 launch = parse_launch(win, at)
             except LaunchError as exc:
                 line, col = self.lines.position(exc.offset)
-                self.report.errors.append(f"{self.report.filename}:{line}:{col}: {exc}")
+                where = f"{self.report.filename}:{line}:{col}"
+                self.report.errors.append(Joined(": ", [where, exc.args[0]]))
                 continue
             self.report.kernel_launches += 1
             self.report.by_type["kernel_launch"] += 1

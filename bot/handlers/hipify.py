@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hipbot.bot.handlers.common import COLOR_FAIL, COLOR_OK, COLOR_WARN, Context
 from hipbot.bot.replies import Attachment, Button, Embed, Field, Reply, code_reply_parts, truncate
 from hipbot.errors import HipbotError
-from hipbot.i18n import N_, _, localized, ngettext
+from hipbot.i18n import N_, Joined, _, localized, ngettext
 
 if TYPE_CHECKING:
     from hipbot.agents.hipify.compile_check import CheckResult
@@ -89,7 +89,7 @@ def _translate_reply(ctx: Context, code: str, filename: str, arch: str | None) -
         code, translator.HipifyOptions(), filename=filename, time_limit=TRANSLATE_SECONDS
     )
     if result.report.errors:
-        raise HipbotError("; ".join(result.report.errors), hint=_("send CUDA C++ source text"))
+        raise HipbotError(Joined("; ", result.report.errors), hint=_("send CUDA C++ source text"))
     out_name = _output_name(filename)
     text, files = code_reply_parts(result.text, out_name)
     lints = [_localized_lint(lint) for lint in result.lints]
