@@ -506,3 +506,26 @@ def test_usage_errors_of_the_cli_in_the_terminals_language(
     )
     code, _out, zh = _run(monkeypatch, capsys, "zh_CN", "port")
     assert (code, zh.splitlines()[-1]) == (2, "错误：缺少参数 'SRC'。")
+
+
+def test_errors_raised_in_library_code_in_the_terminals_language(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dataset problem (jobs) and a bad kernel launch (agents): Chinese with the same names and
+    positions, English as before."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text('{"mine": {"file_name": "m.json"}}')
+    (data / "m.json").write_text('[{"instruction": "a", "output": "b"}]')
+    job = tmp_path / "j.yaml"
+    job.write_text(f"model_name_or_path: org/m\ndataset: mien\ndataset_dir: {data}\n")
+    src = tmp_path / "bad.cu"
+    src.write_text("__global__ void k(int*);\nvoid f(int* p){ k<<<1>>>(p); }\n")
+    en = _run(monkeypatch, capsys, "en", "finetune", "validate", str(job))[2]
+    zh = _run(monkeypatch, capsys, "zh_CN", "finetune", "validate", str(job))[2]
+    assert "  - dataset 'mien' is not declared in dataset_info.json; did you mean 'mine'?" in en
+    assert "  - 数据集 'mien' 没有在 dataset_info.json 中声明；你是不是想写 'mine'？" in zh
+    en = _run(monkeypatch, capsys, "en", "hipify", str(src))[2]
+    zh = _run(monkeypatch, capsys, "zh_CN", "hipify", str(src))[2]
+    assert "bad.cu:2:18: a kernel launch takes 2 to 4 configuration arguments, not 1 (left as written)" in en
+    assert "bad.cu:2:18: 内核启动需要 2 到 4 个配置参数，而不是 1 个（保持原样）" in zh
