@@ -142,9 +142,9 @@ def feedback(limit: int, negative: bool, as_json: bool) -> None:
             )
             + f"  [{row.mode}]"
         )
-        click.echo(f"  Q: {row.question}")
+        click.echo("  " + _("Q: {question}").format(question=row.question))
         shown = row.answer if len(row.answer) <= 400 else row.answer[:399] + "\u2026"
-        click.echo("  A: " + shown.replace("\n", "\n     "))
+        click.echo("  " + _("A: {answer}").format(answer=shown.replace("\n", "\n     ")))
         if row.sources:
             click.echo("  " + _("sources: {sources}").format(sources=", ".join(row.sources[:3])))
         click.echo("")

@@ -196,8 +196,8 @@ def run(args: tuple[str, ...], nproc: int | None, cpu: bool, allow_remote_code: 
         device="cpu" if cpu else "auto",
     )
     if est:
-        click.echo(f"job #{job.id}: {est.summary()}")
-    bar = tqdm(total=None, unit="step", dynamic_ncols=True, desc=f"job #{job.id}")
+        click.echo(_("job #{id}: {summary}").format(id=job.id, summary=est.summary()))
+    bar = tqdm(total=None, unit=_("step"), dynamic_ncols=True, desc=_("job #{id}").format(id=job.id))
 
     def on_progress(line: dict[str, Any]) -> None:
         bar.total = line.get("max_steps") or bar.total

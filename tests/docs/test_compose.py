@@ -270,5 +270,10 @@ def test_feedback_cli_prints_worst_first(tmp_path, monkeypatch, capsys) -> None:
     assert main(["answers", "feedback"]) == 0
     out = capsys.readouterr().out
     assert "score -1 (1 votes, 1 down)" in out and "Q: why is it slow" in out and "A: no idea" in out
+    monkeypatch.setenv("HIPBOT_LANG", "zh_CN")
+    assert main(["answers", "feedback"]) == 0
+    out = capsys.readouterr().out
+    assert "问：why is it slow" in out and "答：no idea" in out  # the words around, not the answer
+    monkeypatch.delenv("HIPBOT_LANG")
     assert main(["answers", "feedback", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["down"] == 1
