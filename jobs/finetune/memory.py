@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hipbot.i18n import N_, Message, _
+from hipbot.i18n import N_, Joined, Message, _
 from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
 
 GIB = 1024**3
@@ -364,10 +364,5 @@ def fit_message(est: MemoryEstimate, largest_gib: float | None, spec: Any) -> Me
         "needs ~{gib} GiB; {where}; try {tips}",
         gib=f"{est.total_gib:.1f}",
         where=where,
-        tips=_alternatives(tips) if tips else N_("a smaller model"),
+        tips=Joined(" / ", tips) if tips else N_("a smaller model"),
     )
-
-
-def _alternatives(tips: list[str]) -> str:
-    """``a / b / c``, each part localized where shown."""
-    return tips[0] if len(tips) == 1 else N_("{first} / {rest}", first=tips[0], rest=_alternatives(tips[1:]))
