@@ -2,7 +2,8 @@
 
 Token based (``cpp_tokens``), one linear pass per file, no regular expressions on the source.
 Each finding names the HIP documentation page it comes from (paths in the HIP docs corpus), so the
-bot can cite it. The same rules run on the CUDA input and on the HIP output.
+bot can cite it. The same rules run on the CUDA input and on the HIP output. The rules and the
+name tables they match are in ``lint_rules``; this is the scan that applies them.
 """
 
 from __future__ import annotations
@@ -22,244 +23,19 @@ from hipbot.agents.hipify.cpp_tokens import (
     candidate_scanner,
     scan,
 )
+from hipbot.agents.hipify.lint_rules import (
+    CG_MISSING,
+    FULL_32,
+    LANE_WORDS,
+    MASK_32_TYPES,
+    MASK_FUNCS,
+    MASK_RESULT_FUNCS,
+    NVIDIA_ONLY,
+    RULES,
+    TEXTURE_REFERENCE,
+)
 from hipbot.agents.hipify.report import CHECK_EVERY, NO_DEADLINE, Deadline
 from hipbot.i18n import N_, _
-
-PORTING_GUIDE = "HIP/docs/how-to/hip_porting_guide.md"
-KERNEL_LANGUAGE = "HIP/docs/reference/kernel_language.rst"
-PERFORMANCE = "HIP/docs/how-to/performance_guidelines.rst"
-HIPIFY_TABLES = "HIPIFY/docs/tables/CUDA_Device_API_supported_by_HIP.md"
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    severity: str  # "error": will not compile or run on AMD; "warning": likely wrong; "info"
-    title: str
-    hint: str
-    doc: str
-
-
-RULES: dict[str, Rule] = {
-    r.id: r
-    for r in (
-        Rule(
-            "AMD001",
-            "warning",
-            N_("lane arithmetic assumes a 32-lane warp"),
-            N_(
-                "AMD GPUs run 64-lane wavefronts (gfx9/CDNA); use warpSize (or __AMDGCN_WAVEFRONT_SIZE) "
-                "instead of 32/31/5 in lane and warp index math"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD002",
-            "warning",
-            N_("warp size hard-coded as 32"),
-            N_(
-                "do not assume a warp size of 32 or 64; query warpSize in device code or "
-                "hipDeviceProp_t::warpSize on the host"
-            ),
-            PORTING_GUIDE,
-        ),
-        Rule(
-            "AMD003",
-            "warning",
-            N_("shared-memory array sized by a 32-lane warp"),
-            N_(
-                "size per-warp shared arrays from the wavefront size (64 on CDNA) or the block size divided "
-                "by warpSize; a [32] array overflows with 64 lanes"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD004",
-            "warning",
-            N_("32-bit lane mask"),
-            N_(
-                "HIP's __ballot/__activemask return 64-bit masks and the *_sync functions take an "
-                "unsigned long long mask; use 0xffffffffffffffffULL (or __activemask()) and 64-bit variables"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD005",
-            "error",
-            N_("inline PTX assembly"),
-            N_(
-                "PTX does not exist on AMD; replace the asm block with a HIP intrinsic or portable code "
-                "(HIP accepts GCN/CDNA ISA in asm, not PTX)"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD006",
-            "error",
-            N_("NVIDIA-only intrinsic"),
-            N_(
-                "no HIP equivalent; rewrite with portable code or guard it with #ifdef __HIP_PLATFORM_NVIDIA__"
-            ),
-            HIPIFY_TABLES,
-        ),
-        Rule(
-            "AMD007",
-            "warning",
-            N_("texture/surface reference"),
-            N_(
-                "texture and surface references are deprecated in HIP (removed in CUDA 12); use texture "
-                "objects (hipTextureObject_t) or plain __ldg loads"
-            ),
-            PORTING_GUIDE,
-        ),
-        Rule(
-            "AMD008",
-            "warning",
-            N_("__CUDA_ARCH__ check"),
-            N_(
-                "HIP-Clang does not define __CUDA_ARCH__ in device code; use __HIP_DEVICE_COMPILE__ for "
-                "host/device and the __HIP_ARCH_HAS_*__ feature macros for capabilities"
-            ),
-            PORTING_GUIDE,
-        ),
-        Rule(
-            "AMD009",
-            "error",
-            N_("cooperative-groups feature HIP lacks"),
-            N_(
-                "HIP's cooperative groups have no clusters, memcpy_async/wait, invoke_one or "
-                "block_tile_memory; use thread_block/tiled_partition and explicit loads"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD010",
-            "warning",
-            N_("warpSize used as a compile-time constant"),
-            N_(
-                "warpSize is a device variable in HIP, not a constexpr; use a template parameter or "
-                "__AMDGCN_WAVEFRONT_SIZE for array bounds and template arguments"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD011",
-            "error",
-            N_("warp matrix (wmma) API"),
-            N_("nvcuda::wmma has no HIP equivalent; use rocWMMA (rocwmma::) on AMD"),
-            KERNEL_LANGUAGE,
-        ),
-        Rule(
-            "AMD012",
-            "info",
-            N_("__launch_bounds__ second argument means something else on AMD"),
-            N_(
-                "in HIP the second argument is the minimum number of warps per execution unit, not blocks "
-                "per multiprocessor; recheck the value"
-            ),
-            KERNEL_LANGUAGE,
-        ),
-    )
-}
-
-_LANE_WORDS = ("lane", "warp", "threadidx", "tid", "wid")
-_MASK_FUNCS = frozenset(
-    {
-        "__shfl_sync",
-        "__shfl_up_sync",
-        "__shfl_down_sync",
-        "__shfl_xor_sync",
-        "__ballot_sync",
-        "__any_sync",
-        "__all_sync",
-        "__uni_sync",
-        "__match_any_sync",
-        "__match_all_sync",
-        "__syncwarp",
-        "__reduce_add_sync",
-        "__reduce_min_sync",
-        "__reduce_max_sync",
-        "__reduce_and_sync",
-        "__reduce_or_sync",
-        "__reduce_xor_sync",
-    }
-)
-_MASK_RESULT_FUNCS = frozenset({"__ballot_sync", "__ballot", "__activemask", "__match_any_sync"})
-_MASK_32_TYPES = frozenset({"unsigned", "int", "uint32_t", "uint", "int32_t"})
-_FULL_32 = frozenset(
-    {"0xffffffff", "0xffffffffu", "0xffffffffl", "0xfffffffful", "4294967295", "4294967295u"}
-)
-_NVIDIA_ONLY = frozenset(
-    {
-        "__nanosleep",
-        "__ldcg",
-        "__ldca",
-        "__ldcs",
-        "__ldlu",
-        "__ldcv",
-        "__stwb",
-        "__stcg",
-        "__stcs",
-        "__stwt",
-        "__prof_trigger",
-        "__isGlobal",
-        "__isShared",
-        "__isConstant",
-        "__isLocal",
-        "__cvta_generic_to_shared",
-        "__cvta_generic_to_global",
-        "__cvta_shared_to_generic",
-        "__fns",
-        "__pipeline_memcpy_async",
-        "__pipeline_commit",
-        "__pipeline_wait_prior",
-        "__reduce_add_sync",
-        "__reduce_min_sync",
-        "__reduce_max_sync",
-        "__reduce_and_sync",
-        "__reduce_or_sync",
-        "__reduce_xor_sync",
-        "__trap",
-        "__brkpt",
-        "__dp4a",
-        "__dp2a_lo",
-        "__dp2a_hi",
-    }
-)
-_TEXTURE_REFERENCE = frozenset(
-    {
-        "texture",
-        "surface",
-        "cudaBindTexture",
-        "cudaBindTexture2D",
-        "cudaBindTextureToArray",
-        "cudaUnbindTexture",
-        "cudaGetTextureReference",
-        "hipBindTexture",
-        "hipBindTexture2D",
-        "hipBindTextureToArray",
-        "hipUnbindTexture",
-        "hipGetTextureReference",
-        "cuTexRefCreate",
-        "cuTexRefSetAddress",
-        "cuTexRefSetArray",
-    }
-)
-_CG_MISSING = frozenset(
-    {
-        "this_cluster",
-        "cluster_group",
-        "memcpy_async",
-        "wait_prior",
-        "invoke_one",
-        "invoke_one_broadcast",
-        "block_tile_memory",
-        "labeled_partition",
-        "cluster_dims",
-        "num_clusters",
-    }
-)
-_CG_NAMESPACES = frozenset({"cg", "cooperative_groups", "experimental"})
 
 
 @dataclass(frozen=True)
@@ -370,7 +146,7 @@ class _Linter:
                         )
                 continue
             if kind == NUMBER:
-                if text.lower() in _FULL_32:
+                if text.lower() in FULL_32:
                     self._mask_variable(cand)
                     continue
                 if _int_value(text) not in (32, 31, 16, 5):
@@ -403,15 +179,15 @@ class _Linter:
             )
         elif text in ("asm", "__asm__", "__asm"):
             self._asm(win, i, t)
-        elif text in _MASK_FUNCS and nxt == "(":
+        elif text in MASK_FUNCS and nxt == "(":
             self._mask_arg(win, i, t)
-            if text in _NVIDIA_ONLY:
+            if text in NVIDIA_ONLY:
                 self.add("AMD006", t, N_("{api} is NVIDIA-only"), api=text)
-        elif text in _NVIDIA_ONLY or text.startswith("__nvvm_"):
+        elif text in NVIDIA_ONLY or text.startswith("__nvvm_"):
             self.add("AMD006", t, N_("{api} is NVIDIA-only"), api=text)
-        elif text in _TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
+        elif text in TEXTURE_REFERENCE and (text not in ("texture", "surface") or nxt == "<"):
             self.add("AMD007", t, N_("{api}: texture/surface reference API"), api=text)
-        elif text in _CG_MISSING and (prev == "::" or nxt in ("(", "<")):
+        elif text in CG_MISSING and (prev == "::" or nxt in ("(", "<")):
             self.add("AMD009", t, N_("cooperative groups '{api}' is not available in HIP"), api=text)
         elif text == "wmma" and (prev == "::" or nxt == "::"):
             self.add("AMD011", t, N_("warp matrix functions (wmma) are not available in HIP"))
@@ -430,7 +206,7 @@ class _Linter:
                     self.add("AMD012", t, N_("__launch_bounds__ with a second argument"))
                     break
                 k += 1
-        if text in _MASK_RESULT_FUNCS and nxt == "(":
+        if text in MASK_RESULT_FUNCS and nxt == "(":
             self._mask_result(win, i, t)
 
     def _mask_variable(self, t: Token) -> None:
@@ -464,7 +240,7 @@ class _Linter:
         line = self.line_text(t)
         if value == 16:
             self.add("AMD001", t, N_("shuffle reduction starting at offset 16 covers only 32 lanes"))
-        elif any(w in line for w in _LANE_WORDS):
+        elif any(w in line for w in LANE_WORDS):
             op = prev if prev in ("%", "/", "&", ">>", "<<", "%=", "/=", "&=", ">>=", "<<=") else "*"
             self.add(
                 "AMD001",
@@ -489,7 +265,7 @@ class _Linter:
 
     def _mask_arg(self, win: TokenSeq, i: int, t: Token) -> None:
         arg = win.get(i + 2)
-        if arg is not None and arg.text.lower() in _FULL_32:
+        if arg is not None and arg.text.lower() in FULL_32:
             self.add(
                 "AMD004",
                 arg,
@@ -511,7 +287,7 @@ class _Linter:
         name = win.get(i - 2)
         if i >= 3 and _text(win, i - 1) == "=" and name is not None and name.kind == IDENT:
             decl_type = _text(win, i - 3)
-            if decl_type in _MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
+            if decl_type in MASK_32_TYPES and not (i >= 4 and _text(win, i - 4) == "long"):
                 self.add(
                     "AMD004", t, N_("{api} result stored in a 32-bit '{type}'"), api=t.text, type=decl_type
                 )
@@ -548,11 +324,11 @@ def _text(win: TokenSeq, i: int) -> str:
 
 _LINT_WORDS = frozenset(
     {"__CUDA_ARCH__", "asm", "__asm__", "__asm", "warpSize", "__shared__", "__launch_bounds__", "wmma"}
-    | _MASK_FUNCS
-    | _MASK_RESULT_FUNCS
-    | _NVIDIA_ONLY
-    | _TEXTURE_REFERENCE
-    | _CG_MISSING
+    | MASK_FUNCS
+    | MASK_RESULT_FUNCS
+    | NVIDIA_ONLY
+    | TEXTURE_REFERENCE
+    | CG_MISSING
 )
 _NEAR = 512  # how much of a line around a token the text rules read
 _DIRECTIVE_BEFORE = re.compile(r"[ \t]*#")  # the line up to a token is a directive's
@@ -583,7 +359,7 @@ _SCANNER = candidate_scanner(
 
 # On the HIP output only the renamed APIs can add findings (the rules above match CUDA and HIP
 # spellings alike, and translation leaves lane arithmetic, masks, asm ... as they were).
-_HIP_WORDS = frozenset(w for w in _TEXTURE_REFERENCE if w.startswith("hip"))
+_HIP_WORDS = frozenset(w for w in TEXTURE_REFERENCE if w.startswith("hip"))
 _HIP_SCANNER = candidate_scanner(tuple(sorted(_HIP_WORDS)))
 
 
