@@ -4,8 +4,10 @@ button).
 
 Every sentence, table row and code block of the retrieved passages (``sentences.units``) is scored
 by how close its stored sentence embedding is to the question (``Retriever.segment_scores``), how
-much of the question's weighted vocabulary it holds, and the rank of its passage. The best one
-becomes a direct first sentence; when several score close to it, 2-4 bullets instead. A code block
+much of the question's weighted vocabulary it holds, and the rank of its passage; a long sentence
+scores a little less (it holds more words and fills the budget alone). The best one becomes a
+direct first sentence; when several score close to it, 2-4 bullets instead, where a unit that
+only names what a chosen one already names loses its bonus for naming it. A code block
 that follows a chosen sentence is kept whole when the question asks how to do something.
 """
 
@@ -33,6 +35,8 @@ KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
 NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
 NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
+LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
+LONG_PENALTY = 0.05
 MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the answer
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
@@ -83,6 +87,8 @@ class Scored:
     unit: Unit
     passage: int  # index into the passages
     score: float
+    names: tuple[str, ...] = ()  # what it names that the question does not (lower-cased)
+    bonus: float = 0.0  # the share of ``score`` those names earned
 
 
 def trim(
@@ -147,15 +153,15 @@ def full_passages(passages: list[Passage], terms: list[str], lang: str = "en") -
     return "\n".join(parts).strip()
 
 
-def _acts(text: str, question: str) -> float:
+def _acts(text: str, question: str) -> tuple[float, tuple[str, ...]]:
     """The bonus of a unit that names something the question does not (the macro, option or API
-    to use), more when it says to use it."""
+    to use), more when it says to use it; and those names."""
     asked = question.lower()
-    names = [m.group(0).strip("`()=") for m in _ACTIONABLE.finditer(text)]
-    new = [n for n in names if len(n) > 2 and n.lower() not in asked]
+    names = [m.group(0).strip("`()=").lower() for m in _ACTIONABLE.finditer(text)]
+    new = tuple(dict.fromkeys(n for n in names if len(n) > 2 and n not in asked))
     if not new:
-        return 0.0
-    return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0)
+        return 0.0, ()
+    return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0), new
 
 
 def _command(code: str) -> str | None:
@@ -203,23 +209,27 @@ def score_units(
             if command:
                 # a one-line command or setting that names what to use answers "how do I ..."
                 unit = replace(unit, text=f"`{command}`", kind="command")
-            if what_to_do and unit.kind != "code":
-                score += _acts(unit.text, question)
+            bonus, names = _acts(unit.text, question) if what_to_do and unit.kind != "code" else (0.0, ())
+            score += bonus
+            factor = 1.0
             if (
                 unit.kind == "code"
                 or len(unit.text) < 25
                 or len(unit.text.split()) < MIN_WORDS
                 or _FILLER.search(unit.text)
             ):
-                score *= 0.5  # code is attached to a sentence, never the answer's first line
+                factor = 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or _NOT_PROSE.match(unit.text) or len(unit.text) > 350:
-                score *= 0.6  # csv-table cells, console output, run-on text
-            out.append(Scored(unit, rank, score))
+                factor = 0.6  # csv-table cells, console output, run-on text
+            elif len(unit.text) > LONG_CHARS:
+                # a long sentence holds more of the question's words and fills the budget alone
+                factor = 1 - LONG_PENALTY * (len(unit.text) - LONG_CHARS) / 100
+            out.append(Scored(unit, rank, score * factor, names, bonus * factor))
     out.sort(key=lambda s: -s.score)
     if out:
         best = out[0]
         follow = [
-            Scored(s.unit, s.passage, s.score + NEXT_BONUS)
+            replace(s, score=s.score + NEXT_BONUS)
             if s.passage == best.passage and s.unit.block == best.unit.block and s.unit.start >= best.unit.end
             else s
             for s in out
@@ -233,29 +243,40 @@ def _similar(a: str, b: str) -> bool:
     return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) > 0.6
 
 
-def _pick(scored: list[Scored], budget: int, passages: int) -> list[Scored]:
+def _value(item: Scored, quoted: str) -> float:
+    """A unit's score once others are chosen: names already quoted earn it nothing more."""
+    if item.names and all(n in quoted for n in item.names):
+        return item.score - item.bonus
+    return item.score
+
+
+def _pick(scored: list[Scored], budget: int, passages: int, said: str = "") -> list[Scored]:
     """The best unit, then the next best that are close enough, whole (a unit that does not fit is
     skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
-    are chosen."""
+    are chosen. A unit that only names what a chosen one already names ranks without its bonus."""
     chosen: list[Scored] = []
     used = 0
-    for item in scored:
-        if item.unit.kind == "code":
-            continue
-        quoted = {c.passage for c in chosen}
-        if item.passage not in quoted and len(quoted) >= passages:
-            continue
-        if chosen and item.score < KEEP_RATIO * chosen[0].score:
+    quoted = said.lower()
+    remaining = [s for s in scored if s.unit.kind != "code"]
+    while remaining and len(chosen) < MAX_BULLETS and used < budget:
+        ranked = sorted(remaining, key=lambda s: -_value(s, quoted))
+        for item in ranked:
+            value = _value(item, quoted)
+            if chosen and value < KEEP_RATIO * chosen[0].score:
+                return chosen
+            cited = {c.passage for c in chosen}
+            if item.passage not in cited and len(cited) >= passages:
+                continue
+            text = item.unit.text
+            cost = len(text) + 6
+            if (chosen and used + cost > budget) or any(_similar(text, c.unit.text) for c in chosen):
+                continue
+            chosen.append(replace(item, score=value))
+            remaining.remove(item)
+            used += min(cost, budget)
+            quoted += " " + text.lower()
             break
-        text = item.unit.text
-        cost = len(text) + 6
-        if chosen and used + cost > budget:
-            continue
-        if any(_similar(text, c.unit.text) for c in chosen):
-            continue
-        chosen.append(item)
-        used += min(cost, budget)
-        if len(chosen) >= MAX_BULLETS or used >= budget:
+        else:
             break
     return chosen
 
@@ -305,7 +326,7 @@ def compose(
     listed = len(passages) if listed is None else listed
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
     scored = score_units(passages, terms, dense, question)
-    chosen = _pick(scored, room, listed)
+    chosen = _pick(scored, room, listed, " ".join(fact_lines))
     if not chosen and not fact_lines:
         shown = passages[:listed]
         return Composed(

@@ -277,3 +277,26 @@ def test_feedback_cli_prints_worst_first(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.delenv("HIPBOT_LANG")
     assert main(["answers", "feedback", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["down"] == 1
+
+
+def test_a_unit_that_only_repeats_a_chosen_units_names_gives_way_to_one_naming_something_new() -> None:
+    text = (
+        "Use `-mfast-atomics` to make atomics fast on the device.\n\n"
+        "You must pass `-mfast-atomics` and atomics become fast everywhere.\n\n"
+        "The `-mquick-adds` option makes atomics fast as well.\n"
+    )
+    out = compose("How do I make atomics fast?", [passage(text)], weights("atomics", "fast"), {}, budget=150)
+    assert "-mfast-atomics" in out.text and "-mquick-adds" in out.text, out.text
+    assert "You must pass" not in out.text
+
+
+def test_a_long_sentence_gives_way_to_a_short_one_that_holds_the_same_words() -> None:
+    long = (
+        "The register limit of a kernel, which the compiler derives from many inputs including the "
+        "launch bounds, the occupancy target, the wavefront size and the code object version of "
+        "the target, is reported in the build log."
+    )
+    text = f"{long}\n\nThe register limit is set with `__launch_bounds__`.\n"
+    assert 150 < len(long) < 350
+    out = compose("register limit", [passage(text)], weights("register", "limit"), {}, budget=200)
+    assert out.text.startswith("The register limit is set with"), out.text
