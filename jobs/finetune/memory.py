@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.i18n import N_, Joined, Message, _
-from hipbot.jobs.finetune.fast.loss import CHUNK_TOKENS
+from hipbot.jobs.finetune.fast.loss import chunk_rows
 
 GIB = 1024**3
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -49,9 +49,6 @@ LOGIT_BYTES = 12.0
 # With Liger's kernels: RMSNorm keeps its input and SwiGLU its two inputs (no SiLU output, no fp32 copies).
 LIGER_PER_HIDDEN = 8.0
 LIGER_PER_INTERMEDIATE = 4.0
-# The fused loss holds one chunk of fp32 logits (and their gradient) at a time.
-FUSED_LOGIT_BYTES = 8.0
-LIGER_CHUNK_TOKENS = 256
 # The share of a GPU's memory the fast path's selective checkpointing plans to fill.
 HEADROOM = 0.85
 # With gradient checkpointing on, the fast path recomputes at least this share of the layers: one
@@ -309,9 +306,10 @@ def _estimate(
         kept * per_layer_token + ckpt * 2 * shape.hidden + (per_layer_token if ckpt else 0)
     )
     if fused_loss:
-        # labelled tokens only, a chunk at a time: the chunk's fp32 logits and the hidden states' gradient
-        chunk = LIGER_CHUNK_TOKENS if liger else CHUNK_TOKENS
-        logits = int(min(tokens, chunk) * shape.vocab * FUSED_LOGIT_BYTES + tokens * shape.hidden * 4)
+        # labelled tokens only, a chunk at a time (fast/loss.py): the chunk's bf16 logits, which
+        # the kernel turns into their gradient in place, and the hidden states' gradient
+        rows = chunk_rows(tokens, shape.vocab, shape.hidden)
+        logits = int(rows * shape.vocab * 2 + tokens * shape.hidden * 2)
     else:
         logits = int(tokens * shape.vocab * LOGIT_BYTES)
     return MemoryEstimate(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hipbot.errors import HipbotError
+from hipbot.jobs.finetune.fast.collate import TOKEN_COUNT
 from hipbot.jobs.finetune.fast.plan import FastPlan
 from hipbot.jobs.finetune.outcome import (
     PISSA_INIT,
@@ -32,6 +33,7 @@ from hipbot.jobs.finetune.outcome import (
     write_results,
 )
 from hipbot.jobs.finetune.spec import VLLM_MAX_LORA_RANK, JobSpec, deepspeed_config
+from hipbot.jobs.finetune.step_log import StepLosses, progress_callback
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,9 @@ def _training_arguments(
         # transformers 5 dropped its own AdamW ("adamw_hf"): torch's has the same update
         "optim": "adamw_torch" if spec.optim == "adamw_hf" else spec.optim,
         "optim_args": spec.optim_args,
-        "logging_steps": 1,  # every step goes to progress.jsonl
+        # HF's log (log_history, the loss plot) every logging_steps; progress.jsonl still gets a
+        # line per step (step_log), without the host read of the loss HF's log costs
+        "logging_steps": spec.logging_steps,
         # HF's filter tests each step's loss for NaN/inf on the CPU: a device sync between the
         # backward pass and the optimizer step, which leaves the GPU idle while the Trainer's
         # Python runs (bench/README.md). Without it a diverged step logs its NaN (progress shows
@@ -148,6 +152,8 @@ def _training_arguments(
         "dataloader_drop_last": spec.dataloader_drop_last,
         "use_cpu": use_cpu,
         "dataloader_pin_memory": not use_cpu,
+        # pinned batches go to the GPU without waiting for the step before to finish
+        "accelerator_config": {"non_blocking": not use_cpu},
         "eval_strategy": spec.eval_strategy if evaluates else "no",
         # HF evaluates every logging step when eval_steps is unset: the spec's logging_steps, not ours
         "eval_steps": spec.eval_steps or spec.logging_steps,
@@ -300,14 +306,25 @@ def _lora(model: Any, spec: JobSpec, output_dir: Path) -> Any:
     return model
 
 
-def _trainer_class(spec: JobSpec) -> Any:
-    """HF's Trainer, counting the model's parameters once, with LoRA+ parameter groups
+def _trainer_class(spec: JobSpec, step_losses: StepLosses) -> Any:
+    """HF's Trainer, counting the model's parameters once and keeping each step's loss on the
+    device for the progress line (``step_log``), with LoRA+ parameter groups
     (``loraplus_lr_ratio``) when asked for, and the examples in order (``disable_shuffling``)
     where TrainingArguments has no sampling strategy."""
     from transformers import Trainer, TrainingArguments
 
     class CountOnceTrainer(Trainer):
         _flop_parameters: int | None = None
+
+        def training_step(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            tokens = inputs.pop(TOKEN_COUNT, 0)
+            loss = super().training_step(model, inputs, *args, **kwargs)
+            step_losses.add(loss, tokens)
+            return loss
+
+        def prediction_step(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            inputs.pop(TOKEN_COUNT, None)
+            return super().prediction_step(model, inputs, *args, **kwargs)
 
         def floating_point_ops(self, inputs: dict[str, Any]) -> int:
             """HF's estimate (6 x input tokens x non-embedding parameters), the parameters counted
@@ -372,7 +389,7 @@ def _model_and_data(
     model, tokenizer = _load_model(
         spec, precision, job.get("allow_remote_code", False), attn=plan.attn_implementation, device=device
     )
-    apply(plan, model)
+    fused_loss = apply(plan, model)
     model = _lora(model, spec, Path(job["output_dir"]))
     apply_after_lora(plan, model)
     if plan.neat_packing:
@@ -380,54 +397,14 @@ def _model_and_data(
         examples.train = collate.neat_pack(examples.train, spec.cutoff_len)
     else:
         examples = build_examples(spec, tokenizer, job["dataset_dir"])
-    collator = collate.FlatCollator() if plan.padding_free else collate.PaddedCollator(tokenizer.pad_token_id)
+    collator = (
+        collate.FlatCollator(with_label_index=fused_loss, with_token_count=True)
+        if plan.padding_free
+        else collate.PaddedCollator(
+            tokenizer.pad_token_id, with_label_index=fused_loss, with_token_count=True
+        )
+    )
     return model, tokenizer, examples, collator
-
-
-def _progress(collator: Any, log_path: Path, world: int) -> Any:
-    """The callback that writes one JSON line per logged step; rank 0 writes the job's progress,
-    other ranks their own. Tokens are the collator's count (real tokens, no device sync)."""
-    from transformers import TrainerCallback
-
-    class Progress(TrainerCallback):
-        """One JSON line per logged step; rank 0 writes the job's progress, other ranks their own."""
-
-        def __init__(self) -> None:
-            self.t0 = time.perf_counter()
-            self.last_t = self.t0
-            self.last_tokens = 0
-            self.start_step = 0
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.start_step = state.global_step
-            self.t0 = self.last_t = time.perf_counter()
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
-        ) -> None:
-            if not logs or "loss" not in logs:
-                return
-            now = time.perf_counter()
-            tokens = collator.tokens - self.last_tokens
-            done = max(1, state.global_step - self.start_step)
-            eta = (now - self.t0) / done * max(0, state.max_steps - state.global_step)
-            line = {
-                "step": state.global_step,
-                "max_steps": state.max_steps,
-                "epoch": round(state.epoch or 0.0, 4),
-                "loss": logs.get("loss"),
-                "lr": logs.get("learning_rate"),
-                "grad_norm": logs.get("grad_norm"),
-                "tokens": tokens * world,
-                "tokens_per_second": round(tokens * world / max(now - self.last_t, 1e-9), 1),
-                "eta_seconds": round(eta, 1),
-                "time": time.time(),
-            }
-            self.last_t, self.last_tokens = now, collator.tokens
-            with log_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-
-    return Progress()
 
 
 def train(job_dir: Path | str) -> dict[str, Any]:
@@ -466,12 +443,13 @@ def train(job_dir: Path | str) -> dict[str, Any]:
     model, tokenizer, examples, collator = _model_and_data(spec, job, plan, precision, use_cpu)
     log_path = job_dir / (PROGRESS_FILE if rank == 0 else f"progress.rank{rank}.jsonl")
 
-    callbacks: list[Any] = [_progress(collator, log_path, world)]
+    step_losses = StepLosses()
+    callbacks: list[Any] = [progress_callback(step_losses, log_path, world)]
     if plan.active and spec.use_gradient_checkpointing and not use_cpu:
         callbacks.append(selective_checkpointing(spec, model_config, world, info.memory_gib))
     if spec.early_stopping_steps:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=spec.early_stopping_steps))
-    trainer = _trainer_class(spec)(
+    trainer = _trainer_class(spec, step_losses)(
         model=model,
         args=args,
         train_dataset=examples.train,

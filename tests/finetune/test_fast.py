@@ -16,6 +16,7 @@ from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, FlatCollator, Padded
 from hipbot.jobs.finetune.fast.plan import SUPPORTED, compile_layers, decide
 from hipbot.jobs.finetune.memory import auto_deepspeed, checkpointed_layers, estimate
 from hipbot.jobs.finetune.spec import parse_spec
+from hipbot.jobs.finetune.step_log import StepLosses
 from hipbot.jobs.finetune.trainer import (
     _trainer_class,
     _training_arguments,
@@ -103,6 +104,19 @@ def test_padding_free_batch_gives_the_padded_batch_loss() -> None:
         ids = torch.randint(5, 1000, (n,), generator=gen).tolist()
         examples.append({"input_ids": ids, "labels": [IGNORE_INDEX] * 2 + ids[2:]})
     reference = padded_model(**PaddedCollator(0)(examples)).loss
+    # the collator's label positions give the boolean index's loss (no device sync)
+    indexed = PaddedCollator(0, with_label_index=True)(examples)
+    width = 17  # position p of a row predicts label p + 1; the first two labels are ignored
+    assert indexed["label_index"].tolist() == [
+        *range(1, 10),
+        width + 1,
+        width + 2,
+        *range(2 * width + 1, 2 * width + 16),
+    ]
+    assert fast_model(**indexed).loss.item() == pytest.approx(reference.item(), rel=1e-5)
+    assert fast_model(**FlatCollator(with_label_index=True)(examples)).loss.item() == pytest.approx(
+        reference.item(), rel=1e-5
+    )
     flat = FlatCollator()
     assert fast_model(**flat(examples)).loss.item() == pytest.approx(reference.item(), rel=1e-5)
     # neat packing: two rows of packed examples, attention kept inside each example
@@ -247,7 +261,7 @@ def test_trainer_step_has_no_nan_sync_and_counts_flops_as_hf(
     args = _training_arguments(spec, tmp_path / "out", "fp32", use_cpu=True)
     assert args.logging_nan_inf_filter is False
     model = _lora_model()
-    trainer = _trainer_class(spec)(model=model, args=args)
+    trainer = _trainer_class(spec, StepLosses())(model=model, args=args)
     counted = []
     count = type(model.base_model.model).num_parameters
     monkeypatch.setattr(

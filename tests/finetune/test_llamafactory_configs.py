@@ -20,6 +20,7 @@ from hipbot.jobs.finetune.datasets import (
     to_messages,
 )
 from hipbot.jobs.finetune.spec import REFUSED_KEYS, SpecError, load_spec, parse_spec
+from hipbot.jobs.finetune.step_log import StepLosses
 from hipbot.jobs.finetune.trainer import train, write_job
 
 # examples/train_lora/llama3_lora_sft.yaml, as users copy it
@@ -590,7 +591,9 @@ def test_training_arguments_and_loraplus_optimizer(tmp_path: Path, model: Path) 
     base, _ = _load_model(spec, "fp32", allow_remote_code=False)
     peft_model = _lora(base, spec, tmp_path / "out")
     rows = [{"input_ids": [1], "labels": [1]}]
-    trainer = _trainer_class(spec)(model=peft_model, args=args, train_dataset=rows, eval_dataset=rows)
+    trainer = _trainer_class(spec, StepLosses())(
+        model=peft_model, args=args, train_dataset=rows, eval_dataset=rows
+    )
     optimizer = trainer.create_optimizer()
     rates = sorted({group["lr"] for group in optimizer.param_groups if group["params"]})
     assert rates == [spec.learning_rate, spec.learning_rate * 16]

@@ -1,23 +1,30 @@
-"""The causal-LM loss without the logits tensor.
+"""The causal-LM loss without the logits tensor, and without a device sync.
 
 The plain path computes ``lm_head`` over every position (batch x length x vocabulary, 4 x 1024 x
 128k bf16 plus fp32 copies for an 8B Llama-3) and then drops the positions whose label is ignored.
 Here only the positions that carry a label reach the output projection, and the projection and
-the cross-entropy run together: Liger's fused linear cross-entropy on a GPU where Liger is
-installed (the gradient is computed chunk by chunk in the forward pass), else chunks of 2048
-tokens whose logits are recomputed in the backward pass. The loss is the same: the sum over
-labelled tokens divided by ``num_items_in_batch`` (the Trainer's count across gradient
+the cross-entropy run together. On a GPU (ROCm or CUDA) the gradient is computed chunk by chunk in
+the forward pass by ``ce_triton``'s kernel, as Liger's fused linear cross-entropy does but without
+counting the labelled tokens on the host (Liger's ``.item()`` and a boolean index of the labelled
+positions each stop the CPU until the GPU has finished the forward pass, and the GPU then idles
+while Python launches the backward). The positions come from the collator (``label_index``,
+computed on the CPU with the batch), so the shapes are known without asking the GPU. On a CPU,
+chunks of 2048 tokens whose logits are recomputed in the backward pass. The loss is the same: the
+sum over labelled tokens divided by ``num_items_in_batch`` (the Trainer's count across gradient
 accumulation) or by the number of labelled tokens, as transformers' ``ForCausalLMLoss``.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from types import MethodType
 from typing import Any
 
-from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX
+from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, LABEL_INDEX
 
 CHUNK_TOKENS = 2048
+LOGITS_PER_HIDDEN = 8
 
 
 def _chunk_loss(hidden: Any, weight: Any, target: Any, softcap: float | None) -> Any:
@@ -30,13 +37,73 @@ def _chunk_loss(hidden: Any, weight: Any, target: Any, softcap: float | None) ->
     return cross_entropy(logits, target, reduction="sum", ignore_index=IGNORE_INDEX)
 
 
+def chunk_rows(rows: int, vocab: int, hidden: int) -> int:
+    """Rows a chunk of the GPU path takes: logits about ``LOGITS_PER_HIDDEN`` times the size of the
+    whole batch's hidden states (1,024 rows of an 8B Llama-3's 4,096 labelled tokens: 256 MiB of
+    bf16 logits), a power of two. Liger sizes its chunks as the hidden states (128 rows): each
+    chunk's two GEMMs then read the 1 GiB head from memory for too few rows to be compute-bound."""
+    per = -(-vocab // (LOGITS_PER_HIDDEN * hidden))
+    return max(1, min(rows, 1 << max(0, (-(-rows // per) - 1).bit_length())))
+
+
+@functools.cache
+def _fused_function() -> Any:
+    import torch
+
+    from hipbot.jobs.finetune.fast.ce_triton import xent_grad_
+
+    class LinearCrossEntropySum(torch.autograd.Function):
+        """sum CE(hidden @ weight.T, target); the hidden states' gradient made in the forward pass."""
+
+        @staticmethod
+        def forward(ctx: Any, hidden: Any, weight: Any, target: Any, softcap: float | None) -> Any:
+            rows = hidden.shape[0]
+            chunk = chunk_rows(rows, weight.shape[0], weight.shape[1])
+            losses = torch.zeros(rows, dtype=torch.float32, device=hidden.device)
+            grad = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+            logits = torch.empty((chunk, weight.shape[0]), dtype=hidden.dtype, device=hidden.device)
+            for start in range(0, rows, chunk):
+                end = min(start + chunk, rows)
+                part = logits[: end - start]
+                torch.mm(hidden[start:end], weight.t(), out=part)
+                xent_grad_(
+                    part, target[start:end], losses[start:end], ignore_index=IGNORE_INDEX, softcap=softcap
+                )
+                if grad is not None:
+                    torch.mm(part, weight, out=grad[start:end])
+            ctx.save_for_backward(grad)
+            return losses.sum()
+
+        @staticmethod
+        def backward(ctx: Any, grad_output: Any) -> Any:
+            (grad,) = ctx.saved_tensors
+            return grad * grad_output, None, None, None
+
+    return LinearCrossEntropySum
+
+
+def fused_kernel_usable(hidden: Any, weight: Any) -> bool:
+    """The Triton path: a GPU tensor, Triton installed, and a frozen head (LoRA's case; a trained
+    head takes Liger's function or the chunked one, which also make its gradient)."""
+    return hidden.is_cuda and not weight.requires_grad and importlib.util.find_spec("triton") is not None
+
+
 def linear_cross_entropy_sum(
-    hidden: Any, weight: Any, target: Any, *, softcap: float | None = None, liger: bool = False
+    hidden: Any,
+    weight: Any,
+    target: Any,
+    *,
+    softcap: float | None = None,
+    liger: bool = False,
+    kernel: bool | None = None,
 ) -> Any:
-    """sum over rows of CE(hidden @ weight.T, target), never holding more than one chunk's logits."""
+    """sum over rows of CE(hidden @ weight.T, target), never holding more than one chunk's logits.
+    ``kernel``: use ``ce_triton`` (default: where ``fused_kernel_usable``)."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
+    if kernel if kernel is not None else fused_kernel_usable(hidden, weight):
+        return _fused_function().apply(hidden, weight, target, softcap)
     if liger and hidden.is_cuda:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
 
@@ -67,6 +134,7 @@ def _fused_forward(
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     num_items = kwargs.pop("num_items_in_batch", None)
+    index = kwargs.pop(LABEL_INDEX, None)
     kwargs.pop("logits_to_keep", None)
     for flag in ("return_dict", "output_attentions", "output_hidden_states"):
         if not kwargs.get(flag):  # peft passes them as None; the fused loss returns neither
@@ -88,16 +156,19 @@ def _fused_forward(
         if softcap:
             logits = (logits / softcap).tanh() * softcap
         return CausalLMOutputWithPast(logits=logits, past_key_values=outputs.past_key_values)
-    targets = labels[..., 1:].to(hidden.device)
-    keep = targets != IGNORE_INDEX
+    if index is not None:  # the collator's positions: no boolean index, no sync
+        index = index.to(hidden.device)
+        rows = hidden.flatten(0, 1).index_select(0, index)
+        targets = labels.to(hidden.device).flatten().index_select(0, index + 1)
+        labelled: Any = index.numel()
+    else:
+        shifted = labels[..., 1:].to(hidden.device)
+        keep = shifted != IGNORE_INDEX
+        rows, targets, labelled = hidden[..., :-1, :][keep], shifted[keep], keep.sum()
     total = linear_cross_entropy_sum(
-        hidden[..., :-1, :][keep],
-        self.lm_head.weight,
-        targets[keep],
-        softcap=softcap,
-        liger=self._hipbot_liger_loss,
+        rows, self.lm_head.weight, targets, softcap=softcap, liger=self._hipbot_liger_loss
     )
-    count = num_items if num_items is not None else keep.sum()
+    count = num_items if num_items is not None else labelled
     if hasattr(count, "to"):
         count = count.to(total.device)
     return CausalLMOutputWithPast(loss=total / count)

@@ -74,10 +74,7 @@ class FastPlan:
                 ("Liger kernels (RMSNorm, SwiGLU, RoPE)", self.liger),
                 ("padding-free batches with varlen attention", self.padding_free and not self.neat_packing),
                 ("neat packing with varlen attention", self.neat_packing),
-                (
-                    "fused linear cross-entropy on labelled tokens" + (" (Liger)" if self.liger else ""),
-                    self.fused_loss,
-                ),
+                ("fused linear cross-entropy on labelled tokens", self.fused_loss),
                 ("fused LoRA linears", self.fused_lora),
                 (f"optimizer {self.optim}", bool(self.optim)),
                 ("torch.compile of each decoder layer", self.torch_compile),
@@ -148,8 +145,9 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
     )
 
 
-def apply(plan: FastPlan, model: Any) -> None:
-    """Install the plan's model pieces on a loaded ``*ForCausalLM``, before peft wraps it."""
+def apply(plan: FastPlan, model: Any) -> bool:
+    """Install the plan's model pieces on a loaded ``*ForCausalLM``, before peft wraps it; True
+    when the fused loss is installed (its batches then carry the collator's ``label_index``)."""
     import torch
 
     from hipbot.jobs.finetune.fast import loss
@@ -168,8 +166,10 @@ def apply(plan: FastPlan, model: Any) -> None:
     head = model.get_output_embeddings()
     if plan.fused_loss and type(head) is torch.nn.Linear and head.bias is None:
         loss.install(model, liger=plan.liger)
-    elif plan.fused_loss:
+        return True
+    if plan.fused_loss:
         log.info("the loss takes transformers' path: %s is not a plain linear head", type(head).__name__)
+    return False
 
 
 def apply_after_lora(plan: FastPlan, model: Any) -> None:
