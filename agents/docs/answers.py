@@ -62,6 +62,7 @@ MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 NOTE_CHARS = 360  # the docs' words added under a mapping row
 COMPOSE_EXTRA = 2  # passages beyond k whose sentences an answer may quote (cited, never listed uncited)
+NEIGHBOURS = 3  # the best passages whose neighbouring chunks (same section) may be quoted too
 _VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
 
@@ -355,6 +356,8 @@ class Answerer:
         names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
         # The answer's sentences may come from a few more passages than are listed and shown.
         passages = self.retriever.search(question, k=k + COMPOSE_EXTRA, identifiers=names)
+        # ... and from the chunks beside the best ones, in the same section.
+        passages += self.retriever.neighbours(passages, NEIGHBOURS)
         fact_lines, records, table_sources = (
             self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
         )

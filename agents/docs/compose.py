@@ -35,6 +35,7 @@ KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
 NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
 NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
+BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
 MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the answer
@@ -224,6 +225,8 @@ def score_units(
             elif len(unit.text) > LONG_CHARS:
                 # a long sentence holds more of the question's words and fills the budget alone
                 factor = 1 - LONG_PENALTY * (len(unit.text) - LONG_CHARS) / 100
+            if passage.beside:
+                factor *= BESIDE_FACTOR  # not retrieved itself, only next to a passage that was
             out.append(Scored(unit, rank, score * factor, names, bonus * factor))
     out.sort(key=lambda s: -s.score)
     if out:

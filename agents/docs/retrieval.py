@@ -52,6 +52,7 @@ class Passage:
     names: tuple[str, ...]
     score: float
     focus: tuple[int, int] | None = None  # the sentence-sized piece closest to the question
+    beside: bool = False  # not retrieved itself: the chunk next to a retrieved one (same section)
 
     def source(self) -> dict[str, str]:
         return {"path": self.path, "section": self.section, "url": self.url}
@@ -345,6 +346,45 @@ class Retriever:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
         return self.passages(ranked, fused, k, focus)
+
+    def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:
+        """The chunks right before and after each of the ``top`` best passages, in the same section
+        of the same page, that are not among ``passages``: a section split into chunks often holds
+        its answer in the chunk beside the one that matched."""
+        have = {p.chunk_id for p in passages}
+        wanted: dict[int, Passage] = {}
+        for p in passages[:top]:
+            if p.kind != "prose":
+                continue
+            for chunk_id in (p.chunk_id - 1, p.chunk_id + 1):
+                if chunk_id not in have:
+                    wanted.setdefault(chunk_id, p)
+        if not wanted:
+            return []
+        rows = load_chunks(self.db, list(wanted))
+        out = []
+        for chunk_id, beside in wanted.items():
+            row = rows.get(chunk_id)
+            if (
+                row is not None
+                and row.kind == "prose"
+                and (row.path, row.section) == (beside.path, beside.section)
+            ):
+                out.append(
+                    Passage(
+                        row.id,
+                        row.path,
+                        row.title,
+                        row.section,
+                        row.url,
+                        row.text,
+                        row.kind,
+                        row.names,
+                        0.0,
+                        beside=True,
+                    )
+                )
+        return out
 
     def passages(
         self,

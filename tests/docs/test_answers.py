@@ -100,3 +100,22 @@ def test_ask_full_prints_the_passages_after_the_sources(
     assert short.strip() and "  [1] " in rest and "More from the docs:" in rest
     assert main(["ask", "怎么打开 HIP 的日志？"]) == 0
     assert "来源：" in capsys.readouterr().out
+
+
+def test_the_chunks_beside_a_passage_in_its_section_join_the_sentence_pool(engine) -> None:
+    retriever = engine.retriever
+    rows = retriever.db.execute(
+        "SELECT c.id, d.path, c.section FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id"
+        " WHERE c.kind = 'prose' ORDER BY c.id"
+    ).fetchall()
+    key = {r[0]: (r[1], r[2]) for r in rows}
+    middle = next(i for i in key if key.get(i - 1) == key[i] == key.get(i + 1))
+    (passage,) = retriever.passages([middle], {middle: 1.0}, 1)
+    beside = retriever.neighbours([passage])
+    assert sorted(p.chunk_id for p in beside) == [middle - 1, middle + 1]
+    assert all(p.beside and (p.path, p.section) == key[middle] for p in beside)
+    # a neighbour already retrieved is not added twice; one of another section is not added
+    assert [p.chunk_id for p in retriever.neighbours([passage, *beside[:1]])] == [beside[1].chunk_id]
+    first = next(i for i in key if key.get(i - 1) not in (None, key[i]) and key.get(i + 1) == key[i])
+    (start,) = retriever.passages([first], {first: 1.0}, 1)
+    assert [p.chunk_id for p in retriever.neighbours([start])] == [first + 1]

@@ -8,6 +8,7 @@ behaviours on the ingested corpus with its sentence embeddings.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from hipbot.agents.docs.compose import ANSWER_CHARS, compose
 from hipbot.agents.docs.feedback import voted
@@ -300,3 +301,10 @@ def test_a_long_sentence_gives_way_to_a_short_one_that_holds_the_same_words() ->
     assert 150 < len(long) < 350
     out = compose("register limit", [passage(text)], weights("register", "limit"), {}, budget=200)
     assert out.text.startswith("The register limit is set with"), out.text
+
+
+def test_a_sentence_of_a_chunk_beside_a_retrieved_one_scores_less_than_the_same_retrieved_sentence() -> None:
+    text = "The coherent flag makes host memory visible to the device at once."
+    near = replace(passage(text, 2, "Coherency", "HIP/docs/b.md"), beside=True)
+    out = compose("coherent flag", [near, passage(text, 1)], weights("coherent", "flag"), {})
+    assert out.cited == [1] and out.sources[0]["path"] == "HIP/docs/x.rst"
