@@ -1,8 +1,8 @@
 """Which fast pieces a job gets, and why a piece is off.
 
 LLaMA-Factory's own switches are honoured: ``enable_liger_kernel`` (Liger's fused RMSNorm,
-SwiGLU, RoPE and linear cross-entropy), ``use_unsloth`` (hipbot's fast path stands in for
-Unsloth, which has no ROCm build), ``flash_attn`` (``disabled`` = eager attention, ``sdpa`` = SDPA
+SwiGLU and RoPE; the fused linear cross-entropy is hipbot's own, ``loss``), ``use_unsloth``
+(hipbot's fast path stands in for Unsloth, which has no ROCm build), ``flash_attn`` (``disabled`` = eager attention, ``sdpa`` = SDPA
 on padded batches, ``fa2``/``fa3``/``auto`` = padding-free varlen attention), ``neat_packing``
 (examples packed to ``cutoff_len`` with attention kept inside each) and ``torch_compile``
 (regional: each decoder layer compiled, the identical layers sharing one graph, so compiling an 8B

@@ -277,7 +277,7 @@ class TrainingArguments(_Arguments):
     dataloader_drop_last: bool = False
     """Drop the last incomplete batch."""
     logging_steps: float = 10
-    """Report the loss every this many steps."""
+    """Log the mean loss and grad_norm every this many steps (the loss plot's points); the progress shows every step's loss."""
     save_strategy: Literal["no", "steps", "epoch", "best"] = "steps"
     """When to save checkpoints."""
     save_steps: float = 500
