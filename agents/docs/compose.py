@@ -35,6 +35,7 @@ KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
 NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
 NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
+SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something specific
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
@@ -210,7 +211,9 @@ def score_units(
             if command:
                 # a one-line command or setting that names what to use answers "how do I ..."
                 unit = replace(unit, text=f"`{command}`", kind="command")
-            bonus, names = _acts(unit.text, question) if what_to_do and unit.kind != "code" else (0.0, ())
+            bonus, names = _acts(unit.text, question) if unit.kind != "code" else (0.0, ())
+            if not what_to_do:
+                bonus = min(bonus, SPECIFIC_BONUS)
             score += bonus
             factor = 1.0
             if (

@@ -308,3 +308,11 @@ def test_a_sentence_of_a_chunk_beside_a_retrieved_one_scores_less_than_the_same_
     near = replace(passage(text, 2, "Coherency", "HIP/docs/b.md"), beside=True)
     out = compose("coherent flag", [near, passage(text, 1)], weights("coherent", "flag"), {})
     assert out.cited == [1] and out.sources[0]["path"] == "HIP/docs/x.rst"
+
+
+def test_a_sentence_naming_something_specific_ranks_over_a_generic_one_for_any_question() -> None:
+    text = "Wave sizes differ between the GPU families.\n\nThe `warpSize` value differs between the GPU families.\n"
+    out = compose(
+        "why do my sums differ between families?", [passage(text)], weights("differ", "families"), {}
+    )
+    assert out.text.splitlines()[0].startswith("- The `warpSize` value"), out.text
