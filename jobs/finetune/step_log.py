@@ -15,11 +15,14 @@ no host sync) before rank 0 writes it, as HF's logged loss is the mean over rank
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class StepLosses:
@@ -47,7 +50,8 @@ class _Step:
     lr: float | None
     tokens: int
     loss: Any  # a pinned host tensor being filled, or a float
-    ready: Any = None  # the CUDA event after the copy, or None
+    ready: Any = None  # the CUDA event (timed) after the copy, or None
+    ended: float = 0.0  # when the step's work was queued (on a CPU: when it ended)
     grad_norm: float | None = None
 
     def value(self) -> float | None:
@@ -71,7 +75,7 @@ def _device_copy(loss: Any, world: int) -> tuple[Any, Any]:
         return float(loss), None
     host = torch.empty((), dtype=torch.float32, pin_memory=True)
     host.copy_(loss, non_blocking=True)
-    event = torch.cuda.Event()
+    event = torch.cuda.Event(enable_timing=True)
     event.record()
     return host, event
 
@@ -83,21 +87,23 @@ def progress_callback(step_losses: StepLosses, log_path: Path, world: int) -> An
 
     class Progress(TrainerCallback):
         def __init__(self) -> None:
-            self.t0 = time.perf_counter()
-            self.last_t = self.t0
             self.start_step = 0
             self.queue: list[_Step] = []
+            self.last_t = time.perf_counter()  # the last step's end on a CPU
+            self.last_event: Any = None  # the last written step's CUDA event
+            self.elapsed = 0.0  # the written steps' time, for the ETA
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             self.start_step = state.global_step
-            self.t0 = self.last_t = time.perf_counter()
+            self.last_t, self.last_event, self.elapsed = time.perf_counter(), None, 0.0
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             loss, tokens = step_losses.take()
             host, ready = _device_copy(loss, world) if loss is not None else (None, None)
             scheduler = kw.get("lr_scheduler")
             lr = float(scheduler.get_last_lr()[0]) if scheduler is not None else None
-            self.queue.append(_Step(state.global_step, round(state.epoch or 0.0, 4), lr, tokens, host, ready))
+            epoch = round(state.epoch or 0.0, 4)
+            self.queue.append(_Step(state.global_step, epoch, lr, tokens, host, ready, time.perf_counter()))
             if state.global_step >= state.max_steps:
                 control.should_log = True  # HF's log (and the results' loss curve) ends on the last step
             self._write(state, keep=1)
@@ -119,10 +125,11 @@ def progress_callback(step_losses: StepLosses, log_path: Path, world: int) -> An
             done, self.queue = self.queue[: len(self.queue) - keep], self.queue[len(self.queue) - keep :]
             for item in done:
                 loss = item.value()
-                now = time.perf_counter()
+                seconds = self._seconds(item)
+                self.elapsed += seconds
                 tokens = item.tokens
                 steps = max(1, item.step - self.start_step)
-                eta = (now - self.t0) / steps * max(0, state.max_steps - item.step)
+                eta = self.elapsed / steps * max(0, state.max_steps - item.step)
                 line = {
                     "step": item.step,
                     "max_steps": state.max_steps,
@@ -131,12 +138,24 @@ def progress_callback(step_losses: StepLosses, log_path: Path, world: int) -> An
                     "lr": item.lr,
                     "grad_norm": item.grad_norm,
                     "tokens": tokens * world,
-                    "tokens_per_second": round(tokens * world / max(now - self.last_t, 1e-9), 1),
+                    "tokens_per_second": round(tokens * world / max(seconds, 1e-9), 1),
                     "eta_seconds": round(eta, 1),
                     "time": time.time(),
                 }
-                self.last_t = now
                 with log_path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(line) + "\n")
+
+        def _seconds(self, item: _Step) -> float:
+            """The step's own time: between its event and the step before's on the GPU (the lines
+            are written late, some together); on a CPU, between the ends of the two steps."""
+            end = item.ended if item.ready is None else time.perf_counter()
+            seconds, self.last_t = end - self.last_t, end
+            if item.ready is not None and self.last_event is not None:
+                try:
+                    seconds = self.last_event.elapsed_time(item.ready) / 1000
+                except RuntimeError as exc:  # a progress figure must not stop the job
+                    log.warning("step time from the wall clock: %s", exc)
+            self.last_event = item.ready
+            return seconds
 
     return Progress()
