@@ -39,6 +39,8 @@ SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
+RUN_ON_CHARS = 350  # a sentence longer than this scores 0.6 of its score ...
+ROW_CHARS = 250  # ... a table row is quoted cut to this length instead
 MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the answer
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
@@ -211,6 +213,9 @@ def score_units(
             if command:
                 # a one-line command or setting that names what to use answers "how do I ..."
                 unit = replace(unit, text=f"`{command}`", kind="command")
+            if unit.kind == "row" and len(unit.text) > RUN_ON_CHARS:
+                # a long table row says what it is about first (name, then description): quoted cut
+                unit = replace(unit, text=_shorten(unit.text, ROW_CHARS))
             bonus, names = _acts(unit.text, question) if unit.kind != "code" else (0.0, ())
             if not what_to_do:
                 bonus = min(bonus, SPECIFIC_BONUS)
@@ -223,7 +228,7 @@ def score_units(
                 or _FILLER.search(unit.text)
             ):
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
-            elif unit.text.count('"') >= 4 or _NOT_PROSE.match(unit.text) or len(unit.text) > 350:
+            elif unit.text.count('"') >= 4 or _NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:
                 factor = 0.6  # csv-table cells, console output, run-on text
             elif len(unit.text) > LONG_CHARS:
                 # a long sentence holds more of the question's words and fills the budget alone

@@ -316,3 +316,22 @@ def test_a_sentence_naming_something_specific_ranks_over_a_generic_one_for_any_q
         "why do my sums differ between families?", [passage(text)], weights("differ", "families"), {}
     )
     assert out.text.splitlines()[0].startswith("- The `warpSize` value"), out.text
+
+
+def test_a_long_table_row_is_quoted_cut_instead_of_scored_as_run_on_text() -> None:
+    detail = " ".join(
+        f"Setting {n} leaves more room for other processes on the same device." for n in range(6)
+    )
+    table = (
+        "| Variable | Description | Default |\n| --- | --- | --- |\n"
+        f"| `GPU_MAX_FOO_QUEUES` | The maximum number of hardware queues per device. {detail} | 4 |\n"
+    )
+    text = f"The driver may limit the number of queues.\n\n{table}"
+    out = compose(
+        "how do I limit the hardware queues?", [passage(text)], weights("queues", "limit", "hardware"), {}
+    )
+    first = out.text.splitlines()[0]
+    assert first.removeprefix("- ").startswith("`GPU_MAX_FOO_QUEUES`: The maximum number of hardware"), (
+        out.text
+    )
+    assert "\u2026" in first and len(first) <= 260
