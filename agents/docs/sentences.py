@@ -85,8 +85,11 @@ def _block_kind(body: list[str]) -> str:
         return "table"
     if any(s.startswith(("+--", "+==")) for s in stripped) or sum(s.count('","') for s in stripped) >= 2:
         return "grid"  # reST grid and csv tables: cells without their headers read as noise
-    if _RST_ROW.match(body[0]):
-        return "rst_table"
+    if _RST_ROW.match(body[0]) or (
+        any(_RST_ROW.match(line) for line in body)
+        and 2 * sum(bool(_RST_ROW.match(line) or _RST_CELL.match(line)) for line in body) >= len(body)
+    ):
+        return "rst_table"  # a list table, also one a chunk starts in the middle of
     indented = all(line.startswith(("    ", "\t")) for line in body)
     if indented and not _LIST_ITEM.match(body[0]):
         code_lines = sum(is_code(s) for s in stripped)

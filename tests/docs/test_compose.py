@@ -335,3 +335,18 @@ def test_a_long_table_row_is_quoted_cut_instead_of_scored_as_run_on_text() -> No
         out.text
     )
     assert "\u2026" in first and len(first) <= 260
+
+
+def test_a_list_table_a_chunk_starts_in_the_middle_of_is_read_as_rows() -> None:
+    text = (
+        "        data loading workloads.\n"
+        "    * - rocThrust\n"
+        "      - Provides parallel algorithms like sorting,\n"
+        "        reduction, and scanning.\n"
+        "    * - rocWMMA\n"
+        "      - Accelerates warp-level matrix-multiply and matrix-accumulate.\n"
+    )
+    found = units(text)
+    assert [u.kind for u in found] == ["row", "row"]
+    assert found[1].text == "rocWMMA: Accelerates warp-level matrix-multiply and matrix-accumulate."
+    assert found[0].text == "rocThrust: Provides parallel algorithms like sorting, reduction, and scanning."
