@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 
 from hipbot.agents.docs.labels import label
 from hipbot.agents.docs.parse import sentence_spans
-from hipbot.agents.docs.retrieval import Passage
+from hipbot.agents.docs.retrieval import Passage, has_cjk
 from hipbot.agents.docs.sentences import Unit, units
+from hipbot.agents.docs.vocabulary import glossary_terms
 
 ANSWER_CHARS = 600  # the answer before its sources: one Discord message with room to spare
 MAX_BULLETS = 4
@@ -181,6 +182,33 @@ def _command(code: str) -> str | None:
     return None
 
 
+def _groups(question: str, terms: list[str]) -> list[list[list[int]]]:
+    """For a Chinese question: the search words (indexes into ``terms``) of each glossary word,
+    as its alternatives, so one Chinese word counts once however many English words translate it."""
+    if not has_cjk(question):
+        return []
+    out: list[list[list[int]]] = []
+    taken: set[int] = set()
+    for alternatives in glossary_terms(question):
+        group = []
+        for phrase in alternatives:
+            words = [i for i, t in enumerate(terms) if t in phrase.lower().split() and i not in taken]
+            if words:
+                group.append(words)
+        taken.update(i for words in group for i in words)
+        if group:
+            out.append(group)
+    return out
+
+
+def _credit(keys: list[tuple[str, float, bool]], groups: list[list[list[int]]], holds: list[bool]) -> float:
+    """The weight of the terms a text holds (``holds[i]``: it holds ``keys[i]``); a glossary word's
+    group earns its best alternative's."""
+    grouped = {i for group in groups for words in group for i in words}
+    alone = sum(w for i, (_, w, _) in enumerate(keys) if holds[i] and i not in grouped)
+    return alone + sum(max(sum(keys[i][1] for i in words if holds[i]) for words in group) for group in groups)
+
+
 def score_units(
     passages: list[Passage],
     terms: list[tuple[str, float]],
@@ -192,7 +220,8 @@ def score_units(
     question that asks what to do, a unit naming what to use scores higher."""
     what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
     keys = [(t, w, _IDENT_TERM.match(t) is not None) for t, w in terms]
-    total = sum(w for _, w, _ in keys) or 1.0
+    groups = _groups(question, [t for t, _, _ in keys])
+    total = _credit(keys, groups, [True] * len(keys)) or 1.0
     out: list[Scored] = []
     for rank, passage in enumerate(passages):
         if passage.kind != "prose":
@@ -201,9 +230,9 @@ def score_units(
         heading = f"{passage.title} {passage.section}".lower()
         for unit in units(passage.text):
             low = unit.text.lower()
-            hit = sum(w for t, w, ident in keys if (t if ident else t[:5]) in low)
+            hit = _credit(keys, groups, [(t if ident else t[:5]) in low for t, _, ident in keys])
             # the section heading says what a terse row or sentence is about
-            hit += 0.3 * sum(w for t, w, ident in keys if (t if ident else t[:5]) in heading)
+            hit += 0.3 * _credit(keys, groups, [(t if ident else t[:5]) in heading for t, _, ident in keys])
             cosine = max(
                 (s for a, b, s in segments if a < unit.end and b > unit.start),
                 default=0.8 * max((s for _, _, s in segments), default=0.0),

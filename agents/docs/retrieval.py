@@ -28,7 +28,7 @@ from hipbot.agents.docs.store import (
     search_text,
     segment_vectors,
 )
-from hipbot.agents.docs.vocabulary import GLOSSARY, STOPWORDS
+from hipbot.agents.docs.vocabulary import STOPWORDS, glossary_terms
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
@@ -146,9 +146,7 @@ def expand_query(question: str) -> str:
     """The question (less the GPU product names that are only its setting) plus English glossary
     terms for its non-English words, the HIP docs' words for its CUDA terms, the gfx targets of
     the GPUs it names and, when it is about warps, their wave size."""
-    glossary = (
-        [english for term, english in GLOSSARY.items() if term in question] if has_cjk(question) else []
-    )
+    glossary = [" ".join(words) for words in glossary_terms(question)] if has_cjk(question) else []
     extra = [target for pattern, target in GPU_TARGETS if pattern.search(question)]
     if extra or WAVE64.search(question) or WAVE32.search(question):
         extra.insert(0, "AMD GPU")

@@ -18,6 +18,7 @@ from hipbot.agents.docs.lookup import asks_more, brief
 from hipbot.agents.docs.options import OptionIndex, ProseChunk, extract
 from hipbot.agents.docs.retrieval import Passage, asked_part, expand_query, query_terms
 from hipbot.agents.docs.sentences import units
+from hipbot.agents.docs.vocabulary import glossary_terms
 from hipbot.agents.hipify.mappings import ApiMapping
 from hipbot.bot.state import BotState
 from hipbot.cli import main
@@ -350,3 +351,23 @@ def test_a_list_table_a_chunk_starts_in_the_middle_of_is_read_as_rows() -> None:
     assert [u.kind for u in found] == ["row", "row"]
     assert found[1].text == "rocWMMA: Accelerates warp-level matrix-multiply and matrix-accumulate."
     assert found[0].text == "rocThrust: Provides parallel algorithms like sorting, reduction, and scanning."
+
+
+def test_a_chinese_word_counts_once_however_many_english_words_translate_it() -> None:
+    # 编译 -> compile | compiler | hipcc: a sentence holding all three is no closer to the question
+    # than one holding one of them, so the sentence about the static library asked for comes first
+    text = (
+        "The hipcc compiler driver compiles every source file in the project.\n\n"
+        "A static library is built with the archiver from the objects.\n"
+    )
+    terms = weights("compile", "compiler", "hipcc", "static", "library")
+    out = compose("怎么编译静态库？", [passage(text)], terms, {})
+    assert out.text.removeprefix("- ").startswith("A static library"), out.text
+    english = compose("how to compile a static library with the hipcc compiler", [passage(text)], terms, {})
+    assert english.text.removeprefix("- ").startswith("The hipcc compiler"), english.text
+
+
+def test_a_chinese_word_inside_a_longer_glossary_word_is_part_of_it() -> None:
+    assert glossary_terms("共享内存有多大？") == [("shared memory",), ("size",)]
+    assert "hipcc" not in query_terms(expand_query("编译器报错"))
+    assert "hipcc" in query_terms(expand_query("编译器报错，怎么编译？"))
