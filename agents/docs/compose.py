@@ -290,13 +290,14 @@ def _value(item: Scored, quoted: str) -> float:
     return item.score
 
 
-def _pick(scored: list[Scored], budget: int, passages: int, said: str = "") -> list[Scored]:
+def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...] = ()) -> list[Scored]:
     """The best unit, then the next best that are close enough, whole (a unit that does not fit is
     skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
-    are chosen. A unit that only names what a chosen one already names ranks without its bonus."""
+    are chosen. A unit that only names what a chosen one or the fact lines (``said``) already name
+    ranks without its bonus; one that says what they say is not quoted again."""
     chosen: list[Scored] = []
     used = 0
-    quoted = said.lower()
+    quoted = " ".join(said).lower()
     remaining = [s for s in scored if s.unit.kind != "code"]
     while remaining and len(chosen) < MAX_BULLETS and used < budget:
         ranked = sorted(remaining, key=lambda s: -_value(s, quoted))
@@ -309,7 +310,9 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: str = "") -> l
                 continue
             text = item.unit.text
             cost = len(text) + 6
-            if (chosen and used + cost > budget) or any(_similar(text, c.unit.text) for c in chosen):
+            if (chosen and used + cost > budget) or any(
+                _similar(text, other) for other in [*said, *(c.unit.text for c in chosen)]
+            ):
                 continue
             chosen.append(replace(item, score=value))
             remaining.remove(item)
@@ -366,7 +369,7 @@ def compose(
     listed = len(passages) if listed is None else listed
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
     scored = score_units(passages, terms, dense, question)
-    chosen = _pick(scored, room, listed, " ".join(fact_lines))
+    chosen = _pick(scored, room, listed, tuple(fact_lines))
     if not chosen and not fact_lines:
         shown = passages[:listed]
         return Composed(

@@ -371,3 +371,19 @@ def test_a_chinese_word_inside_a_longer_glossary_word_is_part_of_it() -> None:
     assert glossary_terms("共享内存有多大？") == [("shared memory",), ("size",)]
     assert "hipcc" not in query_terms(expand_query("编译器报错"))
     assert "hipcc" in query_terms(expand_query("编译器报错，怎么编译？"))
+
+
+def test_a_sentence_a_fact_line_already_says_is_not_quoted_again() -> None:
+    row = (
+        "`HIP_ENABLE_WARP_SYNC_BUILTINS` (macro): They can be enabled by setting the preprocessor macro "
+        "`HIP_ENABLE_WARP_SYNC_BUILTINS`. (C++ Language Extensions \u203a Warp cross-lane functions)"
+    )
+    out = compose(
+        "how do I enable the sync variants?",
+        [passage(WRAPPED)],
+        weights("enable", "sync", "variants"),
+        {},
+        fact_lines=[row],
+    )
+    assert out.text.startswith(row) and out.text.count("They can be enabled") == 1, out.text
+    assert "ROCm 6.2" in out.text, out.text
