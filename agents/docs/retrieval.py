@@ -20,6 +20,7 @@ import numpy as np
 import sqlite_utils
 
 from hipbot.agents.docs.store import (
+    StoredChunk,
     blob_to_vector,
     chunk_vectors,
     load_chunks,
@@ -56,6 +57,25 @@ class Passage:
 
     def source(self) -> dict[str, str]:
         return {"path": self.path, "section": self.section, "url": self.url}
+
+    @classmethod
+    def of(
+        cls, row: StoredChunk, score: float, focus: tuple[int, int] | None = None, beside: bool = False
+    ) -> Passage:
+        """A passage of a loaded chunk row (``store.load_chunks``)."""
+        return cls(
+            row.id,
+            row.path,
+            row.title,
+            row.section,
+            row.url,
+            row.text,
+            row.kind,
+            row.names,
+            score,
+            focus,
+            beside,
+        )
 
 
 def _stack(blobs: Iterable[bytes]) -> np.ndarray:
@@ -368,20 +388,7 @@ class Retriever:
                 and row.kind == "prose"
                 and (row.path, row.section) == (beside.path, beside.section)
             ):
-                out.append(
-                    Passage(
-                        row.id,
-                        row.path,
-                        row.title,
-                        row.section,
-                        row.url,
-                        row.text,
-                        row.kind,
-                        row.names,
-                        0.0,
-                        beside=True,
-                    )
-                )
+                out.append(Passage.of(row, 0.0, beside=True))
         return out
 
     def passages(
@@ -408,20 +415,7 @@ class Retriever:
                     if key in seen_rows:
                         continue
                     seen_rows.add(key)
-                out.append(
-                    Passage(
-                        row.id,
-                        row.path,
-                        row.title,
-                        row.section,
-                        row.url,
-                        row.text,
-                        row.kind,
-                        names=row.names,
-                        score=scores[chunk_id],
-                        focus=(focus or {}).get(chunk_id),
-                    )
-                )
+                out.append(Passage.of(row, scores[chunk_id], focus=(focus or {}).get(chunk_id)))
                 if len(out) >= k:
                     return out
         return out
