@@ -147,7 +147,9 @@ RULES: dict[str, Rule] = {
 }
 
 LANE_WORDS = ("lane", "warp", "threadidx", "tid", "wid")
-MASK_FUNCS = frozenset(
+# the warp reductions: masked like the other *_sync functions, and NVIDIA-only (sm_80+)
+REDUCE_SYNC = frozenset(f"__reduce_{op}_sync" for op in ("add", "min", "max", "and", "or", "xor"))
+MASK_FUNCS = REDUCE_SYNC | frozenset(
     {
         "__shfl_sync",
         "__shfl_up_sync",
@@ -160,18 +162,12 @@ MASK_FUNCS = frozenset(
         "__match_any_sync",
         "__match_all_sync",
         "__syncwarp",
-        "__reduce_add_sync",
-        "__reduce_min_sync",
-        "__reduce_max_sync",
-        "__reduce_and_sync",
-        "__reduce_or_sync",
-        "__reduce_xor_sync",
     }
 )
 MASK_RESULT_FUNCS = frozenset({"__ballot_sync", "__ballot", "__activemask", "__match_any_sync"})
 MASK_32_TYPES = frozenset({"unsigned", "int", "uint32_t", "uint", "int32_t"})
 FULL_32 = frozenset({"0xffffffff", "0xffffffffu", "0xffffffffl", "0xfffffffful", "4294967295", "4294967295u"})
-NVIDIA_ONLY = frozenset(
+NVIDIA_ONLY = REDUCE_SYNC | frozenset(
     {
         "__nanosleep",
         "__ldcg",
@@ -195,12 +191,6 @@ NVIDIA_ONLY = frozenset(
         "__pipeline_memcpy_async",
         "__pipeline_commit",
         "__pipeline_wait_prior",
-        "__reduce_add_sync",
-        "__reduce_min_sync",
-        "__reduce_max_sync",
-        "__reduce_and_sync",
-        "__reduce_or_sync",
-        "__reduce_xor_sync",
         "__trap",
         "__brkpt",
         "__dp4a",
