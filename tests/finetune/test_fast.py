@@ -13,6 +13,7 @@ from fixtures_finetune import job_yaml, tiny_model_dir, write_datasets
 from hipbot.jobs.finetune.fast import attention, lora, loss
 from hipbot.jobs.finetune.fast.checkpoint import limit_checkpointing
 from hipbot.jobs.finetune.fast.collate import IGNORE_INDEX, FlatCollator, PaddedCollator, neat_pack
+from hipbot.jobs.finetune.fast.loss import triton_installed
 from hipbot.jobs.finetune.fast.plan import SUPPORTED, compile_layers, decide
 from hipbot.jobs.finetune.memory import auto_deepspeed, checkpointed_layers, estimate
 from hipbot.jobs.finetune.spec import parse_spec
@@ -196,6 +197,7 @@ def test_plan_honours_the_switches() -> None:
     on = decide(_spec(), "llama", on_gpu=True, liger_available=True)
     assert on.liger and on.padding_free and on.fused_loss and on.optim == "adamw_torch_fused"
     assert on.attn_implementation == attention.ATTN_IMPLEMENTATION
+    assert on.residual_norm == triton_installed() and "residual adds inside" in on.describe()
     off = decide(_spec(hipbot_fast=False), "llama", on_gpu=True, liger_available=True)
     assert not off.active and off.attn_implementation is None and "hipbot_fast: false" in off.describe()
     liger_only = decide(
@@ -206,6 +208,9 @@ def test_plan_honours_the_switches() -> None:
     assert not other.active and "'phi3' has no fast path" in other.describe()
     cpu = decide(_spec(), "llama", on_gpu=False, liger_available=True)
     assert not cpu.liger and cpu.padding_free and cpu.optim is None and "need a GPU" in cpu.describe()
+    assert not cpu.residual_norm and not off.residual_norm and not liger_only.residual_norm
+    # Gemma 3's layers norm four times (their own residual pattern): Liger's norms only
+    assert not decide(_spec(), "gemma3_text", on_gpu=True, liger_available=True).residual_norm
     missing = decide(_spec(), "mistral", on_gpu=True, liger_available=False)
     assert not missing.liger and "pip install liger-kernel" in missing.describe()
     sdpa = decide(_spec(flash_attn="sdpa"), "llama", on_gpu=True, liger_available=True)

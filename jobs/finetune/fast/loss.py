@@ -83,14 +83,14 @@ def _fused_function() -> Any:
 
 
 @functools.cache
-def _triton_installed() -> bool:
+def triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
 def fused_kernel_usable(hidden: Any, weight: Any) -> bool:
     """The Triton path: a GPU tensor, Triton installed, and a frozen head (LoRA's case; a trained
     head takes Liger's function or the chunked one, which also make its gradient)."""
-    return hidden.is_cuda and not weight.requires_grad and _triton_installed()
+    return hidden.is_cuda and not weight.requires_grad and triton_installed()
 
 
 def linear_cross_entropy_sum(

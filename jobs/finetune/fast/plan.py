@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipbot.jobs.finetune.fast.attention import ATTN_IMPLEMENTATION
+from hipbot.jobs.finetune.fast.loss import triton_installed
+from hipbot.jobs.finetune.fast.residual_norm import FAMILIES as residual_norm_families
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class FastPlan:
     neat_packing: bool = False
     fused_loss: bool = False
     fused_lora: bool = False
+    residual_norm: bool = False  # residual adds inside hipbot's RMSNorm kernels (``residual_norm``)
     optim: str | None = None  # the optimizer to use instead of the spec's
     torch_compile: bool = False
     attn_implementation: str | None = None  # None: transformers' default (SDPA)
@@ -65,7 +68,7 @@ class FastPlan:
 
     @property
     def active(self) -> bool:
-        return self.liger or self.padding_free or self.fused_loss or self.fused_lora
+        return self.liger or self.padding_free or self.fused_loss or self.fused_lora or self.residual_norm
 
     def describe(self) -> str:
         on = [
@@ -76,6 +79,7 @@ class FastPlan:
                 ("neat packing with varlen attention", self.neat_packing),
                 ("fused linear cross-entropy on labelled tokens", self.fused_loss),
                 ("fused LoRA linears", self.fused_lora),
+                ("residual adds inside the RMSNorm kernels", self.residual_norm),
                 (f"optimizer {self.optim}", bool(self.optim)),
                 ("torch.compile of each decoder layer", self.torch_compile),
             )
@@ -86,10 +90,7 @@ class FastPlan:
 
 
 def liger_installed() -> bool:
-    return (
-        importlib.util.find_spec("liger_kernel") is not None
-        and importlib.util.find_spec("triton") is not None
-    )
+    return importlib.util.find_spec("liger_kernel") is not None and triton_installed()
 
 
 def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | None = None) -> FastPlan:
@@ -132,12 +133,14 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
     fused_lora = on and not zero3
     if on and on_gpu and spec.optim in FUSED_OPTIMIZERS and not spec.deepspeed:
         optim = FUSED_OPTIMIZERS[spec.optim]
+    residual_norm = on and on_gpu and model_type in residual_norm_families and triton_installed()
     return FastPlan(
         liger=liger,
         padding_free=padding_free,
         neat_packing=sw.neat_packing,
         fused_loss=fused_loss,
         fused_lora=fused_lora,
+        residual_norm=residual_norm,
         optim=optim,
         torch_compile=sw.torch_compile,
         attn_implementation=ATTN_IMPLEMENTATION if padding_free else attn,
@@ -150,8 +153,13 @@ def apply(plan: FastPlan, model: Any) -> bool:
     when the fused loss is installed (its batches then carry the collator's ``label_index``)."""
     import torch
 
-    from hipbot.jobs.finetune.fast import loss
+    from hipbot.jobs.finetune.fast import loss, residual_norm
 
+    if plan.residual_norm:
+        log.info(
+            "residual adds inside the RMSNorm kernels of %d decoder layers",
+            residual_norm.fuse(model, model.config.model_type),
+        )
     if plan.liger:
         from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
