@@ -249,11 +249,44 @@ def test_fused_lora_gives_peft_loss_and_gradients() -> None:
     model = _lora_model()
     ids = torch.randint(5, 200, (2, 12), generator=torch.Generator().manual_seed(1))
     ref_loss, ref_grads = _loss_and_grads(model, ids)
-    assert lora.fuse(model) == 2 * 3  # two layers, three targets each
+    # two layers: the q/k/v group (k_proj without an adapter), o_proj, the gate/up group (no adapters)
+    assert lora.fuse(model) == 2 * 6
+    nodes = {}
+    attention = model.base_model.model.model.layers[0].self_attn
+    for name in ("q_proj", "k_proj", "v_proj"):
+        getattr(attention, name).register_forward_hook(
+            lambda module, args, out, name=name: nodes.__setitem__(name, out.grad_fn)
+        )
     fused_loss, fused_grads = _loss_and_grads(model, ids)
+    assert nodes["q_proj"] is nodes["k_proj"] is nodes["v_proj"]  # one backward node for the group
     assert fused_loss == pytest.approx(ref_loss, rel=1e-5)
     for name, grad in ref_grads.items():
         torch.testing.assert_close(fused_grads[name], grad, rtol=1e-5, atol=1e-6)
+
+
+def _saved_bytes(model, ids) -> int:
+    """Bytes of the distinct activation storages (not weights) autograd keeps for the backward
+    pass of one forward."""
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in weights:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, labels=ids)
+    return sum(storages.values())
+
+
+def test_fused_lora_keeps_no_more_for_the_backward_than_peft() -> None:
+    """A group of frozen linears (gate/up) keeps nothing of its input, as autograd's linear."""
+    model = _lora_model()
+    ids = torch.randint(5, 200, (2, 12), generator=torch.Generator().manual_seed(4))
+    peft_bytes = _saved_bytes(model, ids)
+    lora.fuse(model)
+    assert _saved_bytes(model, ids) <= peft_bytes
 
 
 def test_trainer_step_has_no_nan_sync_and_counts_flops_as_hf(
