@@ -220,6 +220,7 @@ def test_plan_honours_the_switches() -> None:
     assert neat.neat_packing and neat.padding_free
     z3 = decide(_spec(deepspeed="z3"), "llama", on_gpu=True, liger_available=True)
     assert not z3.fused_loss and z3.optim is None and "ZeRO-3" in z3.describe()
+    assert not z3.residual_norm  # ZeRO-3 gathers a norm's weight only when the norm runs
     assert not decide(_spec(label_smoothing_factor=0.1), "llama", on_gpu=True).fused_loss
     assert decide(_spec(use_unsloth=True, hipbot_fast=False), "gemma", on_gpu=True).padding_free
     assert decide(_spec(torch_compile=True), "llama", on_gpu=True).torch_compile

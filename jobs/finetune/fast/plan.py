@@ -133,7 +133,10 @@ def decide(spec: Any, model_type: str, *, on_gpu: bool, liger_available: bool | 
     fused_lora = on and not zero3
     if on and on_gpu and spec.optim in FUSED_OPTIMIZERS and not spec.deepspeed:
         optim = FUSED_OPTIMIZERS[spec.optim]
-    residual_norm = on and on_gpu and model_type in residual_norm_families and triton_installed()
+    # ZeRO-3 gathers a norm's weight only when the norm module itself runs
+    residual_norm = (
+        on and on_gpu and not zero3 and model_type in residual_norm_families and triton_installed()
+    )
     return FastPlan(
         liger=liger,
         padding_free=padding_free,

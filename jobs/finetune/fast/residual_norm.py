@@ -109,10 +109,15 @@ def fuse(model: Any, model_type: str) -> int:
 
     gemma = FAMILIES[model_type]
     count = 0
+    parts = ("input_layernorm", "post_attention_layernorm", "self_attn", "mlp")
     for module in model.modules():
-        if isinstance(module, GradientCheckpointingLayer) and all(
-            hasattr(module, name)
-            for name in ("input_layernorm", "post_attention_layernorm", "self_attn", "mlp")
+        if (
+            isinstance(module, GradientCheckpointingLayer)
+            and all(hasattr(module, name) for name in parts)
+            # accelerate's hooks (offloading) bring a norm's weight in only when the norm runs
+            and not any(
+                hasattr(m, "_hf_hook") for m in (module.input_layernorm, module.post_attention_layernorm)
+            )
         ):
             module._hipbot_gemma_norm = gemma
             module.forward = MethodType(_layer_forward, module)
