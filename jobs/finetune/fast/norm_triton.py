@@ -18,64 +18,69 @@ Triton runs on ROCm and CUDA alike; with ``TRITON_INTERPRET=1`` it runs on the C
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
+def _row(n_cols, BLOCK_SIZE: tl.constexpr):
+    """This program's row: the offsets of its values, their columns, and which are inside it."""
+    cols = tl.arange(0, BLOCK_SIZE)
+    return tl.program_id(0).to(tl.int64) * n_cols + cols, cols, cols < n_cols
+
+
+@triton.jit
 def _forward_kernel(
+    n_cols,
     x_ptr,
     r_ptr,
     s_ptr,
     y_ptr,
     w_ptr,
     rstd_ptr,
-    n_cols,
     eps,
     HAS_RESIDUAL: tl.constexpr,
     GEMMA: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    inside = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=inside, other=0.0)
+    offs, cols, inside = _row(n_cols, BLOCK_SIZE)
+    x = tl.load(x_ptr + offs, mask=inside, other=0.0)
     if HAS_RESIDUAL:
-        r = tl.load(r_ptr + row * n_cols + cols, mask=inside, other=0.0)
+        r = tl.load(r_ptr + offs, mask=inside, other=0.0)
         x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-        tl.store(s_ptr + row * n_cols + cols, x, mask=inside)
+        tl.store(s_ptr + offs, x, mask=inside)
     s = x.to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, 0) / n_cols + eps)
-    tl.store(rstd_ptr + row, rstd)
+    tl.store(rstd_ptr + tl.program_id(0), rstd)
     w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(tl.float32)
     if GEMMA:  # noqa: SIM108 (a branch Triton resolves when it compiles)
         y = s * rstd * (1.0 + w)
     else:
         y = (s * rstd).to(x.dtype).to(tl.float32) * w
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
 def _backward_kernel(
+    n_cols,
     dy_ptr,
     ds_ptr,
     dx_ptr,
     s_ptr,
     w_ptr,
     rstd_ptr,
-    n_cols,
     HAS_DS: tl.constexpr,
     GEMMA: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    inside = cols < n_cols
-    dy = tl.load(dy_ptr + row * n_cols + cols, mask=inside, other=0.0)
-    s = tl.load(s_ptr + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+    offs, cols, inside = _row(n_cols, BLOCK_SIZE)
+    dy = tl.load(dy_ptr + offs, mask=inside, other=0.0)
+    s = tl.load(s_ptr + offs, mask=inside, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row)
+    rstd = tl.load(rstd_ptr + tl.program_id(0))
     if GEMMA:
         m = dy.to(tl.float32) * (1.0 + w)
     else:  # transformers rounds this product to the input's dtype, then casts it to fp32
@@ -83,12 +88,15 @@ def _backward_kernel(
     dot = tl.sum(m * s, 0)
     dx = rstd * m - (rstd * rstd * rstd * dot / n_cols) * s
     if HAS_DS:
-        dx += tl.load(ds_ptr + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
-    tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=inside)
+        dx += tl.load(ds_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+    tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=inside)
 
 
-def _warps(block: int) -> int:
-    return max(1, min(16, block // 256))
+def _launch(kernel: Any, rows: int, cols: int, *args: Any, **flags: Any) -> None:
+    """One program per row of ``cols`` values."""
+    if rows:
+        block = triton.next_power_of_2(cols)
+        kernel[(rows,)](cols, *args, **flags, BLOCK_SIZE=block, num_warps=max(1, min(16, block // 256)))
 
 
 def forward(
@@ -101,22 +109,9 @@ def forward(
     y = torch.empty((rows, cols), dtype=out_dtype, device=x.device)
     s = torch.empty_like(x) if residual is not None else x
     rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
-    block = triton.next_power_of_2(cols)
-    if rows:
-        _forward_kernel[(rows,)](
-            x,
-            residual if residual is not None else x,
-            s,
-            y,
-            weight,
-            rstd,
-            cols,
-            eps,
-            HAS_RESIDUAL=residual is not None,
-            GEMMA=gemma,
-            BLOCK_SIZE=block,
-            num_warps=_warps(block),
-        )
+    other = residual if residual is not None else x  # not read without a residual
+    flags = {"HAS_RESIDUAL": residual is not None, "GEMMA": gemma}
+    _launch(_forward_kernel, rows, cols, x, other, s, y, weight, rstd, eps, **flags)
     return y, s, rstd
 
 
@@ -132,19 +127,6 @@ def backward(
     ``dy``, plus ``ds`` (the gradient through the residual path) when given; contiguous 2-D."""
     rows, cols = s.shape
     dx = torch.empty_like(s)
-    block = triton.next_power_of_2(cols)
-    if rows:
-        _backward_kernel[(rows,)](
-            dy,
-            ds if ds is not None else dy,
-            dx,
-            s,
-            weight,
-            rstd,
-            cols,
-            HAS_DS=ds is not None,
-            GEMMA=gemma,
-            BLOCK_SIZE=block,
-            num_warps=_warps(block),
-        )
+    other = ds if ds is not None else dy  # not read without ``ds``
+    _launch(_backward_kernel, rows, cols, dy, other, dx, s, weight, rstd, HAS_DS=ds is not None, GEMMA=gemma)
     return dx
