@@ -43,6 +43,8 @@ LONG_PENALTY = 0.05
 RUN_ON_CHARS = 350  # a sentence longer than this scores 0.6 of its score ...
 ROW_CHARS = 250  # ... a table row is quoted cut to this length instead
 MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the answer
+NAME_WEIGHT = 1.5  # the weight of the question's own names (APIs, macros, options) among its terms
+NAMED_RATIO = 0.4  # a unit quoting a name the answer lacks is added when within this share of the best
 
 _IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
 _HOW_TO = re.compile(
@@ -324,6 +326,62 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...
     return chosen
 
 
+def _line_naming(item: Scored, passage: Passage, name: str) -> str | None:
+    """What a unit quotes for ``name``: a prose unit itself, or of a code block (or a unit that is
+    code, console output or a shell comment run together) its one line naming it, as a command,
+    when that line is short and itself neither output nor a comment."""
+    text = item.unit.text
+    if item.unit.kind != "code" and not _NOT_PROSE.match(text):
+        return text if len(text.split()) >= MIN_WORDS else None
+    for line in passage.text[item.unit.start : item.unit.end].splitlines():
+        line = line.strip()
+        if name in line.lower():
+            ok = len(line) <= COMMAND_CHARS and len(line.split()) > 1 and not _NOT_PROSE.search(line)
+            return f"`{line}`" if ok else None
+    return None
+
+
+def _add_named(
+    chosen: list[Scored],
+    scored: list[Scored],
+    names: list[str],
+    said: tuple[str, ...],
+    budget: int,
+    passages: list[Passage],
+    listed: int,
+) -> list[Scored]:
+    """A name the question asks about (an API, macro, variable, option) that neither the fact lines
+    nor the chosen units quote: the best unit quoting it (a code block's one line counts) joins the
+    answer, in place of the last bullets when the budget is spent, when it scores within
+    ``NAMED_RATIO`` of the best unit."""
+    if not chosen:
+        return chosen
+    quoted = " ".join([*said, *(c.unit.text for c in chosen)]).lower()
+    for name in names:
+        if name in quoted:
+            continue
+        cited = {c.passage for c in chosen}
+        for item in scored:
+            if item.score < NAMED_RATIO * chosen[0].score:
+                break
+            if item in chosen or name not in item.unit.text.lower():
+                continue
+            text = _line_naming(item, passages[item.passage], name)
+            if text is None or (item.passage not in cited and len(cited) >= listed and len(chosen) < 2):
+                continue
+            keep = list(chosen)
+            while len(keep) > 1 and (
+                sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget or len(keep) >= MAX_BULLETS
+            ):
+                keep.pop()
+            if sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget:
+                break
+            chosen = [*keep, replace(item, unit=replace(item.unit, text=text, kind="command"))]
+            quoted += " " + text.lower()
+            break
+    return chosen
+
+
 def _code_after(item: Scored, passage: Passage, terms: list[str], asks_code: bool) -> str | None:
     """The code block right after a chosen sentence, when the question asks for code or the block
     shows one of the question's identifiers."""
@@ -370,6 +428,8 @@ def compose(
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
     scored = score_units(passages, terms, dense, question)
     chosen = _pick(scored, room, listed, tuple(fact_lines))
+    names = [t for t, w in terms if w >= NAME_WEIGHT]
+    chosen = _add_named(chosen, scored, names, tuple(fact_lines), room, passages, listed)
     if not chosen and not fact_lines:
         shown = passages[:listed]
         return Composed(

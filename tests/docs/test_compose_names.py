@@ -1,0 +1,53 @@
+"""Composition: a name the question asks about is quoted when the passages have it (made-up docs)."""
+
+from __future__ import annotations
+
+from hipbot.agents.docs.compose import compose
+from hipbot.agents.docs.retrieval import Passage
+
+POOL = """The stream-ordered allocator keeps freed memory in a pool for later allocations.
+The pool grows with each allocation and releases memory to the driver only at synchronization.
+Allocations from the pool are faster than fresh allocations from the driver.
+A pool belongs to one device and serves every stream of that device.
+
+```shell
+# on a machine shared with other jobs
+export GPU_POOL_TRIM=1
+./train --epochs 4
+```
+"""
+
+LOG = """The stream-ordered allocator keeps freed memory in a pool for later allocations.
+The pool grows with each allocation and releases memory to the driver only at synchronization.
+
+```console
+$ GPU_POOL_TRIM=1 ./train
+[pool] trim: released 512 MiB
+```
+"""
+
+
+def passage(text: str) -> Passage:
+    path = "docs/allocator.rst"
+    return Passage(
+        1, path, "Allocator", "Memory pools", f"https://example.org/{path}", text, "prose", (), 1.0
+    )
+
+
+QUESTION = "Does the allocator need GPU_POOL_TRIM to give pool memory back?"
+TERMS = [("gpu_pool_trim", 1.5), ("allocator", 1.0), ("pool", 1.0), ("memory", 0.5)]
+
+
+def test_a_name_the_question_asks_about_is_quoted_from_its_line_in_a_code_block() -> None:
+    out = compose(QUESTION, [passage(POOL)], TERMS, {})
+    assert "`export GPU_POOL_TRIM=1` [1]" in out.text
+    assert "./train" not in out.text and "# on a machine" not in out.text
+    assert len(out.text) <= 600
+
+
+def test_console_output_naming_it_is_not_quoted_nor_a_name_the_answer_already_has() -> None:
+    out = compose(QUESTION, [passage(LOG)], TERMS, {})
+    assert "GPU_POOL_TRIM" not in out.text and "[pool]" not in out.text
+    said = "`GPU_POOL_TRIM` (environment variable): returns pooled memory to the driver."
+    out = compose(QUESTION, [passage(POOL)], TERMS, {}, [said])
+    assert out.text.count("GPU_POOL_TRIM") == 1
