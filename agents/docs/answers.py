@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 MAX_QUESTION_CHARS = 2000
 MAX_K = 20
 NOTE_CHARS = 360  # the docs' words added under a mapping row
-COMPOSE_EXTRA = 2  # passages beyond k whose sentences an answer may quote (cited, never listed uncited)
+COMPOSE_EXTRA = 3  # passages beyond k whose sentences an answer may quote (cited, never listed uncited)
 NEIGHBOURS = 3  # the best passages whose neighbouring chunks (same section) may be quoted too
 _VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
