@@ -52,6 +52,7 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[:,]$")
+_FRAGMENT = re.compile(r"^(?:[\"']\s*[,)]|[)\]},;])")  # a "sentence" split out of code: starts inside a call
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
 # directive left in the text (":::{grid-item-card} ...").
@@ -257,6 +258,7 @@ def score_units(
                 or len(unit.text) < 25
                 or len(unit.text.split()) < MIN_WORDS
                 or _FILLER.search(unit.text)
+                or _FRAGMENT.match(unit.text)
             ):
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or _NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:

@@ -51,3 +51,23 @@ def test_console_output_naming_it_is_not_quoted_nor_a_name_the_answer_already_ha
     said = "`GPU_POOL_TRIM` (environment variable): returns pooled memory to the driver."
     out = compose(QUESTION, [passage(POOL)], TERMS, {}, [said])
     assert out.text.count("GPU_POOL_TRIM") == 1
+
+
+SNIPPET = """The frobnicator runs on any accelerator of the cluster.
+import frob print("Is the accelerator visible to the frobnicator? ", frob.is_visible()) print("How many accelerators does the frobnicator see? ", frob.count())
+A frobnicator built for another target does not see the accelerator.
+Rebuild the frobnicator for the target of your accelerator.
+"""
+
+
+def test_a_fragment_of_code_run_into_prose_ranks_below_the_prose() -> None:
+    """A code example flattened into prose splits into "sentences" that start inside a call
+    (`", frob.is_visible()) print(...`): they score as code does, below the prose."""
+    out = compose(
+        "Why is the accelerator not visible to the frobnicator?",
+        [passage(SNIPPET)],
+        [("accelerator", 1.0), ("visible", 1.0), ("frobnicator", 1.0)],
+        {},
+    )
+    bullets = [line for line in out.text.splitlines() if line.startswith("- ")]
+    assert bullets[0].startswith("- Rebuild the frobnicator")
