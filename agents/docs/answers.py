@@ -41,7 +41,14 @@ from hipbot.agents.docs.lookup import (
     roc_pages,
 )
 from hipbot.agents.docs.options import OptionIndex, OptionRow, ProseChunk, extract, option_lines
-from hipbot.agents.docs.retrieval import IDENT, Passage, Retriever, expand_query, query_terms
+from hipbot.agents.docs.retrieval import (
+    IDENT,
+    Passage,
+    Retriever,
+    expand_query,
+    query_terms,
+    translated_names,
+)
 from hipbot.agents.docs.sentences import units
 from hipbot.agents.docs.store import (
     document_urls,
@@ -354,6 +361,8 @@ class Answerer:
     ) -> Answer:
         option_names = [rows[0].name for _, rows in options]
         names = [f.name for f in found] + option_names + self.index.doc_identifiers(question)
+        # the HIP names its CUDA terms stand for ("maxrregcount" -> ``__launch_bounds__``)
+        names += [n for n in translated_names(question) if n not in names]
         # The answer's sentences may come from a few more passages than are listed and shown.
         passages = self.retriever.search(question, k=k + COMPOSE_EXTRA, identifiers=names)
         # ... and from the chunks beside the best ones, in the same section.

@@ -120,6 +120,20 @@ CUDA_TERMS = tuple(
 )
 
 
+_NAME_WORD = re.compile(r"(?<!\S)(?:-[a-z][\w-]*|\w*_\w*|[a-z]+[A-Z]\w*)(?!\S)")
+
+
+def translated_names(question: str) -> list[str]:
+    """The HIP names (``__launch_bounds__``, ``-fgpu-rdc``) that the question's CUDA terms stand
+    for: a question asking about ``maxrregcount`` asks about the name the HIP docs use instead."""
+    out: dict[str, None] = {}
+    for pattern, words in CUDA_TERMS:
+        if pattern.search(question):
+            for name in _NAME_WORD.findall(words):
+                out.setdefault(name, None)
+    return list(out)
+
+
 # AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
 GPU_TARGETS = (
     (re.compile(r"\bMI(?:50|60)\b", re.IGNORECASE), "gfx906"),
