@@ -69,7 +69,7 @@ _DIRECTIVE = re.compile(
 )
 _ASKS_WHAT_TO_DO = re.compile(
     r"\bhow\b|\bwhat (?:should|can|do|must)\b|\bwhich\b|\b(?:do|does|should|can|could|must) (?:i|we|you)\b|"
-    r"\bis there\b|\bany (?:way|setting|option|flag)\b|instead|怎么|如何|怎样|哪个|需要|可以|能不能|要不要",
+    r"\bis there\b|\bany (?:way|setting|option|flag)\b|\bis it possible\b|\ba way to\b|instead|怎么|如何|怎样|哪个|需要|可以|能不能|要不要",
     re.IGNORECASE,
 )
 _ASKS_CODE = re.compile(
