@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hipbot.agents.docs.retrieval import Passage, translated_names
+from hipbot.agents.docs.retrieval import Passage, Retriever, translated_names
 
 PASSAGES = [
     "Separate compilation of a large project keeps each translation unit small.",
@@ -33,11 +33,12 @@ def test_the_hip_name_is_searched_for_and_quoted(engine, monkeypatch: pytest.Mon
     ranked = [made_up(i, text) for i, text in enumerate(PASSAGES)]
     searched: list[str] = []
 
-    def search(question: str, k: int = 5, identifiers: list[str] | None = None) -> list[Passage]:
+    def search(self, question: str, k: int = 5, identifiers: list[str] | None = None) -> list[Passage]:
         searched.extend(identifiers or [])
         return ranked[:k]
 
-    monkeypatch.setattr(engine.retriever, "search", search)
+    # on the class: the engine reloads its retriever when another test has re-ingested
+    monkeypatch.setattr(Retriever, "search", search)
     answer = engine.ask("How does separate compilation work for a project with many files?")
     assert "-fgpu-rdc" in searched
     assert "-fgpu-rdc" in answer.answer
