@@ -106,11 +106,6 @@ def _apply(x: Any, members: list[tuple[Any, Any, Any, Any, float | None]]) -> tu
     return _FUNCTION.apply(x, tuple(m[4] for m in members), *tensors)
 
 
-def lora_linear(x: Any, weight: Any, bias: Any, lora_a: Any, lora_b: Any, scaling: float) -> Any:
-    """``x W^T + b + scaling * (x A^T) B^T``, differentiable in ``x``, ``A`` and ``B``."""
-    return _apply(x, [(weight, bias, lora_a, lora_b, scaling)])[0]
-
-
 def _single_adapter(module: Any) -> str | None:
     """The one plain LoRA adapter this module would apply, or None where peft must run."""
     import torch
