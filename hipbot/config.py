@@ -50,6 +50,7 @@ class Settings:
     registration_token: str | None = None
     adapters_dir: Path | None = None
     models_dir: Path | None = None
+    notes_dir: Path | None = None  # the maintainers' own porting notes, ingested beside the docs
 
     @property
     def database(self) -> Path:
@@ -84,9 +85,10 @@ ENV: dict[str, tuple[str, ...]] = {
     "registration_token": ("HIPBOT_REGISTRATION_TOKEN",),
     "adapters_dir": ("HIPBOT_ADAPTERS_DIR",),
     "models_dir": ("HIPBOT_MODELS_DIR",),
+    "notes_dir": ("HIPBOT_NOTES",),
 }
 
-_PATH_FIELDS = {"home", "db_path", "docs_path", "adapters_dir", "models_dir"}
+_PATH_FIELDS = {"home", "db_path", "docs_path", "adapters_dir", "models_dir", "notes_dir"}
 _FLOAT_FIELDS = {"llm_timeout"}
 _INT_FIELDS = {"llm_max_tokens"}
 

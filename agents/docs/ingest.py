@@ -2,7 +2,8 @@
 
 A document whose bytes (and the parser version) did not change is skipped; a changed one is
 re-chunked, and only passages whose text is new get embedded. API rows are rebuilt from the
-mapping tables whenever a table changed.
+mapping tables whenever a table changed. The porting notes (``notes.py``: hipbot's own, then the
+folder ``HIPBOT_NOTES`` names) are documents too, under ``notes/``, cited with their source thread.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import sqlite_utils
 from tqdm import tqdm
 
 from hipbot.agents.docs import source as docs_source
-from hipbot.agents.docs.parse import Chunk, parse_file, segment_spans
+from hipbot.agents.docs.notes import note_files, read_note
+from hipbot.agents.docs.parse import Chunk, parse_file, parse_text, segment_spans
 from hipbot.agents.docs.store import (
     Segment,
     counts,
@@ -93,7 +95,9 @@ def ingest(
     settings = settings or load_settings()
     start = time.perf_counter()
     root = docs_source.resolve_corpus(settings, docs, download, ref, progress)
-    files = docs_source.corpus_files(root)
+    # Notes are read (and checked) before anything is written: a bad note stops the ingest whole.
+    documents = [(path.relative_to(root).as_posix(), path, None) for path in docs_source.corpus_files(root)]
+    documents += [(rel, path, read_note(path, rel)) for rel, path in note_files(settings.notes_dir)]
     refs = docs_source.commits(root)
     db = open_docs_db(settings.database)
     try:
@@ -101,16 +105,15 @@ def ingest(
         changed = 0
         tables_changed = False
         seen: set[str] = set()
-        for path in tqdm(files, desc="parse", unit="doc", disable=not progress):
-            rel = path.relative_to(root).as_posix()
+        for rel, path, note in tqdm(documents, desc="parse", unit="doc", disable=not progress):
             seen.add(rel)
             raw = path.read_bytes()
             digest = hashlib.sha256(PARSER_VERSION.encode() + b"\0" + raw).hexdigest()
-            url = docs_source.upstream_url(rel, refs)
+            url = note.url if note else docs_source.upstream_url(rel, refs)
             if existing.get(rel) == digest:
                 set_document_url(db, rel, url)
                 continue
-            chunks = parse_file(path, rel)
+            chunks = parse_text(note.body, rel) if note else parse_file(path, rel)
             _store_document(db, rel, url, digest, len(raw), chunks)
             changed += 1
             tables_changed = tables_changed or "/tables/" in rel

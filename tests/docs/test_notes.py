@@ -1,0 +1,118 @@
+"""Porting notes: the packaged ones are well formed, a maintainer's own are ingested beside the docs
+and cited with their source thread, and a bad note stops the ingest before anything is written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures_docs import RUNTIME, docs_settings_for, paths
+
+from hipbot.agents.docs.answers import get_answerer
+from hipbot.agents.docs.ingest import ingest
+from hipbot.agents.docs.notes import MAX_NOTE_BYTES, note_files, read_note
+from hipbot.agents.docs.store import open_docs_db
+from hipbot.config import load_settings
+from hipbot.errors import HipbotError
+
+NOTE = """# Running on a board the support list does not name
+
+Set `FROBNICATE_GFX_LEVEL=7.1.0` before starting the program: the runtime then loads the code
+objects built for the nearest listed board.
+
+Source: https://github.com/example/project/issues/4242
+"""
+
+
+def test_every_packaged_note_is_well_formed() -> None:
+    found = note_files()
+    assert len(found) >= 40 and all(rel == f"notes/{path.name}" for rel, path in found)
+    titles = set()
+    for rel, path in found:
+        note = read_note(path, rel)
+        assert note.url.startswith("https://") and note.title not in titles, rel
+        titles.add(note.title)
+        assert "Source:" not in note.body and len(note.body.split()) >= 12, rel
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("Set X=1.\n\nSource: https://example.com/1\n", "does not start with a '# title'"),
+        ("# Title\n\nSet X=1.\n", "needs a 'Source: https://...' line"),
+        ("# Title\n\nSet X=1.\n\nSource: see the forum\n", "not a URL: see"),
+        ("# Title\n\n" + "word " * MAX_NOTE_BYTES + "\nSource: https://example.com/1\n", "at most 8000"),
+    ],
+)
+def test_read_note_rejects_a_malformed_note(tmp_path: Path, text: str, error: str) -> None:
+    path = tmp_path / "bad.md"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(HipbotError) as err:
+        read_note(path, "notes/local/bad.md")
+    assert error in str(err.value) and "bad.md" in str(err.value)
+
+
+def test_notes_folder_comes_from_hipbot_notes(tmp_path: Path) -> None:
+    settings = load_settings(env={"HIPBOT_HOME": str(tmp_path), "HIPBOT_NOTES": str(tmp_path / "notes")})
+    assert settings.notes_dir == tmp_path / "notes"
+    with pytest.raises(HipbotError, match="notes folder not found"):
+        note_files(settings.notes_dir)
+
+
+def _small_corpus(root: Path, docs_root: Path) -> Path:
+    tables = root / "HIPIFY" / "docs" / "tables"
+    tables.mkdir(parents=True)
+    shutil.copy(docs_root / RUNTIME, tables)
+    guide = root / "HIP" / "docs" / "how-to" / "streams.md"
+    guide.parent.mkdir(parents=True)
+    guide.write_text(
+        "# Streams\n\n## Ordering\n\nWork queued on one stream runs in the order it was queued.\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_a_maintainers_note_is_ingested_and_cited_with_its_thread(tmp_path: Path, docs_root: Path) -> None:
+    notes = tmp_path / "my-notes"
+    notes.mkdir()
+    (notes / "frobnicate.md").write_text(NOTE, encoding="utf-8")
+    settings = docs_settings_for(
+        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
+    )
+    summary = ingest(settings, progress=False)
+    assert summary.documents == 2 + len(note_files(notes))  # the table, the guide, the notes
+    db = open_docs_db(settings.database)
+    stored = db.execute(
+        "SELECT url, title FROM docs_documents WHERE path = 'notes/local/frobnicate.md'"
+    ).fetchone()
+    assert stored == (
+        "https://github.com/example/project/issues/4242",
+        "Running on a board the support list does not name",
+    )
+    answer = get_answerer(settings).ask("my board is not on the support list, how can I run on it anyway?")
+    assert "FROBNICATE_GFX_LEVEL=7.1.0" in answer.answer
+    assert "notes/local/frobnicate.md" in paths(answer)
+    cited = next(s for s in answer.sources if s["path"] == "notes/local/frobnicate.md")
+    assert cited["url"] == "https://github.com/example/project/issues/4242"
+
+
+def test_a_bad_note_stops_the_ingest_and_loses_nothing(tmp_path: Path, docs_root: Path) -> None:
+    notes = tmp_path / "my-notes"
+    notes.mkdir()
+    (notes / "frobnicate.md").write_text(NOTE, encoding="utf-8")
+    settings = docs_settings_for(
+        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
+    )
+    first = ingest(settings, progress=False)
+    (notes / "frobnicate.md").write_text(NOTE.replace("FROBNICATE", "FROB"), encoding="utf-8")
+    (notes / "unsourced.md").write_text("# Unsourced\n\nTrust me.\n", encoding="utf-8")
+    with pytest.raises(HipbotError, match="unsourced.md needs a 'Source"):
+        ingest(settings, progress=False)
+    db = open_docs_db(settings.database)
+    count = db.execute("SELECT count(*) FROM docs_documents").fetchone()[0]
+    text = db.execute(
+        "SELECT group_concat(c.text) FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id"
+        " WHERE d.path = 'notes/local/frobnicate.md'"
+    ).fetchone()[0]
+    assert count == first.documents and "FROBNICATE_GFX_LEVEL" in text
