@@ -69,7 +69,14 @@ class HipBot(commands.Bot):
     ) -> None:
         intents = discord.Intents.default()
         intents.message_content = message_content  # optional: slash commands work without it
-        super().__init__(command_prefix=commands.when_mentioned, intents=intents, help_command=None)
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            intents=intents,
+            help_command=None,
+            # Replies quote what people paste (code, questions, notes): an "@everyone" or a role
+            # mention in them must not ping anyone. Only the job-done notice mentions its owner.
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
         self.settings = settings
         self.state = state or BotState.open(settings.database)
         self.watch_interval = watch_interval

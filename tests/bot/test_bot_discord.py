@@ -602,7 +602,8 @@ async def test_chat_without_servers_is_a_private_error(harness: Harness) -> None
 
 async def test_mention_with_cuda_block_replies_with_hip(harness: Harness) -> None:
     author = _user(50, "porter")
-    data = _message(CHANNEL_ID, f"<@{BOT_ID}> ```cuda\ncudaStreamCreate(&s);\n```", {}, [])
+    pasted = "```cuda\ncudaStreamCreate(&s); // @everyone\n```"
+    data = _message(CHANNEL_ID, f"<@{BOT_ID}> {pasted}", {}, [])
     data["author"] = author
     data["mentions"] = [_user(BOT_ID, "hipbot", bot=True)]
     data["guild_id"] = str(GUILD_ID)
@@ -622,8 +623,10 @@ async def test_mention_with_cuda_block_replies_with_hip(harness: Harness) -> Non
     message = discord.Message(state=harness.bot._connection, channel=channel, data=data)
     await harness.bot.on_message(message)
     posted = [c for c in harness.rec.calls if c["method"] == "POST" and "/messages" in c["path"]]
-    assert "hipStreamCreate(&s);" in posted[-1]["payload"]["content"]
+    assert "hipStreamCreate(&s); // @everyone" in posted[-1]["payload"]["content"]
     assert str(posted[-1]["payload"]["message_reference"]["message_id"]) == data["id"]
+    # what the reply quotes pings no one
+    assert posted[-1]["payload"]["allowed_mentions"] == {"parse": []}
 
 
 # -- /ask -------------------------------------------------------------------------------------------
