@@ -42,7 +42,7 @@ from hipbot.db import utcnow
 from hipbot.errors import HipbotError
 from hipbot.i18n import _
 
-PARSER_VERSION = "7"  # bump when docs_parse changes what chunks a file yields (or segment texts)
+PARSER_VERSION = "8"  # bump when docs_parse changes what chunks a file yields (or segment texts)
 PASSAGE_TOKENS = 128  # a passage vector reads its first 128 word pieces; its sentences are embedded too
 
 

@@ -311,9 +311,19 @@ def _pack(lines: list[str]) -> Iterator[str]:
     """Paragraphs packed greedily into chunks of at most MAX_CHARS (long paragraphs split on lines)."""
     paragraphs: list[str] = []
     current: list[str] = []
+    fenced = False
     for line in lines:
+        fence = bool(_FENCE.match(line))
+        if fence and not fenced and current:
+            # a code block right under its sentence ("... run:" then a fence) is a block of its own
+            paragraphs.append("\n".join(current))
+            current = []
+        fenced ^= fence
         if line.strip():
             current.append(line.rstrip())
+            if fence and not fenced:  # the closing fence ends the block
+                paragraphs.append("\n".join(current))
+                current = []
         elif current:
             paragraphs.append("\n".join(current))
             current = []

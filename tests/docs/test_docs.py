@@ -248,3 +248,16 @@ Set AMD_LOG_LEVEL |break| to 3 and apply the |patch|.
 """
     (chunk,) = parse_text(rst, "HIP/docs/x.rst")
     assert chunk.text == "Set AMD_LOG_LEVEL   to 3 and apply the patch."
+
+
+def test_a_code_block_right_under_its_sentence_is_a_block_of_its_own() -> None:
+    from hipbot.agents.docs.sentences import units
+
+    text = (
+        "# Build\n\nConfigure the build for your GPU:\n```bash\ncmake -S . -B build -DGPU_TARGETS=gfx90a\n```\n"
+        "- Then build it.\n"
+    )
+    [chunk] = parse_text(text, "HIP/docs/how-to/build.md")
+    assert "GPU:\n\n```bash" in chunk.text and "```\n\n- Then" in chunk.text
+    kinds = {u.text.strip()[:9]: u.kind for u in units(chunk.text)}
+    assert kinds["Configure"] == "sentence" and kinds["```bash\nc"] == "code", kinds
