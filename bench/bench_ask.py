@@ -9,6 +9,8 @@ Two kinds of question files:
 - the real sets (questions_real.jsonl and questions_real2.jsonl, real questions from ROCm/HIP,
   HIPIFY, ROCm and LLM-on-ROCm issues): {"id", "question", "lang", "kind", "reference", "expect",
   "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
+  A question asked in a thread that a porting note was written from is also counted apart
+  ("thread:note source" against "thread:unseen").
 
 Prints per set: correct(+cited) overall, by kind and by language, answer length median/p90
 (characters of the `answer` field), latency p50/p95 after the model is loaded, and with --ingest
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from hipbot.agents.docs.answers import Answer, Answerer
 from hipbot.agents.docs.ingest import ingest
+from hipbot.agents.docs.notes import note_files, read_note
 from hipbot.agents.docs.store import load_apis
 from hipbot.config import find_docs_corpus, load_settings
 
@@ -67,6 +70,19 @@ def judge_earlier(item: dict, answer: Answer) -> tuple[str, bool]:
     return "conceptual", facts_ok and cited
 
 
+def _thread(url: str) -> str:
+    """A GitHub thread's URL in one spelling (ROCm/ROCm moved to ROCm/legacy-rocm-build, a pull
+    request is an issue, ggerganov/llama.cpp is ggml-org/llama.cpp)."""
+    url = url.lower().rstrip("/").split("#")[0].replace("/pull/", "/issues/")
+    return url.replace("/rocm/rocm/", "/rocm/legacy-rocm-build/").replace("/ggerganov/", "/ggml-org/")
+
+
+def note_threads() -> set[str]:
+    """The threads the packaged porting notes were written from: a question asked in one of them
+    is reported apart ("thread:note source"), its answer was in the thread the note quotes."""
+    return {_thread(url) for rel, path in note_files() for url in read_note(path, rel).sources}
+
+
 def judge_real(item: dict, answer: Answer) -> tuple[str, bool]:
     text = answer.answer.lower()
     correct = all(term.lower() in text for term in item["expect"])
@@ -76,6 +92,7 @@ def judge_real(item: dict, answer: Answer) -> tuple[str, bool]:
 def run_set(engine: Answerer, path: Path, verbose: bool) -> dict:
     items = load(path)
     real = "expect" in items[0]
+    noted = note_threads()
     latencies: list[float] = []
     lengths: list[int] = []
     tally: dict[str, list[int]] = {}
@@ -86,7 +103,10 @@ def run_set(engine: Answerer, path: Path, verbose: bool) -> dict:
         latencies.append((time.perf_counter() - start) * 1000)
         lengths.append(len(answer.answer))
         kind, ok = judge_real(item, answer) if real else judge_earlier(item, answer)
-        groups = [kind, "all"] + ([f"lang:{item['lang']}"] if real else [])
+        groups = [kind, "all"]
+        if real:
+            seen = _thread(item["source_url"]) in noted
+            groups += [f"lang:{item['lang']}", "thread:note source" if seen else "thread:unseen"]
         for group in groups:
             tally.setdefault(group, [0, 0])
             tally[group][0] += ok
