@@ -19,9 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
+from hipbot.agents.docs.notes import PACKAGED
 from hipbot.agents.docs.store import (
     StoredChunk,
     blob_to_vector,
+    chunk_ids_under,
     chunk_vectors,
     load_chunks,
     prose_texts,
@@ -36,6 +38,7 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
 RRF_K = 60
 COMMON_DF = 0.1
+MAX_NOTES = 1  # porting notes among a question's passages (notes.py); the rest are the docs'
 ASK_WEIGHT = 0.3  # share of the asking sentence in the vector that scores an answer's sentences
 
 
@@ -239,6 +242,7 @@ class Retriever:
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
         self.prose_count = 0
+        self.note_chunks = chunk_ids_under(db, f"{PACKAGED}/")
         for section, text in prose_texts(db):
             self.df.update({w.lower() for w in _WORD.findall(f"{section} {text}")})
             self.prose_count += 1
@@ -377,6 +381,9 @@ class Retriever:
             for rank, chunk_id in enumerate(ids):
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
+        # Porting notes are short and dense with names: past the first one they crowd the docs out.
+        notes = [i for i in ranked if i in self.note_chunks][MAX_NOTES:]
+        ranked = [i for i in ranked if i not in notes] if notes else ranked
         return self.passages(ranked, fused, k, focus)
 
     def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:

@@ -116,3 +116,19 @@ def test_a_bad_note_stops_the_ingest_and_loses_nothing(tmp_path: Path, docs_root
         " WHERE d.path = 'notes/local/frobnicate.md'"
     ).fetchone()[0]
     assert count == first.documents and "FROBNICATE_GFX_LEVEL" in text
+
+
+def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Path, docs_root: Path) -> None:
+    notes = tmp_path / "my-notes"
+    notes.mkdir()
+    for n in range(3):
+        (notes / f"frobnicate-{n}.md").write_text(NOTE.replace("7.1.0", f"7.{n}.0"), encoding="utf-8")
+    settings = docs_settings_for(
+        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
+    )
+    ingest(settings, progress=False)
+    passages = get_answerer(settings).retriever.search(
+        "how do I run on a board the support list does not name?", k=8
+    )
+    noted = [p.path for p in passages if p.path.startswith("notes/")]
+    assert len(noted) == 1 and noted[0].startswith("notes/local/frobnicate-"), noted
