@@ -132,3 +132,21 @@ def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Pat
     )
     noted = [p.path for p in passages if p.path.startswith("notes/")]
     assert len(noted) == 1 and noted[0].startswith("notes/local/frobnicate-"), noted
+
+
+def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, docs_root: Path) -> None:
+    notes = tmp_path / "my-notes"
+    notes.mkdir()
+    (notes / "ipc.md").write_text(
+        "# Sharing buffers between processes\n\nA handle of a buffer carved out of a larger `hipMalloc` "
+        "block points at the block's start: send the offset along and add it after opening.\n\n"
+        "Source: https://github.com/example/project/issues/77\n",
+        encoding="utf-8",
+    )
+    settings = docs_settings_for(
+        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
+    )
+    ingest(settings, progress=False)
+    answer = get_answerer(settings).ask("What do I replace cudaMalloc with?")
+    assert "`hipMalloc`" in answer.answer and "offset" not in answer.answer
+    assert "notes/local/ipc.md" not in paths(answer)
