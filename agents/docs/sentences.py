@@ -117,8 +117,8 @@ def _split(text: str, start: int, end: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     a = start
     for match in _SENTENCE_END.finditer(text, start, end):
-        if _ABBREVIATION.search(text[a : match.start()]):
-            continue
+        if _ABBREVIATION.search(text[a : match.start()]) or text.count("`", a, match.start()) % 2:
+            continue  # "e.g. X", or a full stop inside `code` (`project(... LANGUAGES HIP)`)
         if text[a : match.start()].strip():
             out.append((a, match.start()))
         a = match.end()

@@ -261,3 +261,13 @@ def test_a_code_block_right_under_its_sentence_is_a_block_of_its_own() -> None:
     assert "GPU:\n\n```bash" in chunk.text and "```\n\n- Then" in chunk.text
     kinds = {u.text.strip()[:9]: u.kind for u in units(chunk.text)}
     assert kinds["Configure"] == "sentence" and kinds["```bash\nc"] == "code", kinds
+
+
+def test_a_full_stop_inside_inline_code_does_not_end_the_sentence() -> None:
+    from hipbot.agents.docs.sentences import units
+
+    text = "Use the HIP language (`project(... LANGUAGES HIP)`) rather than hipcc. Then build it."
+    assert [u.text for u in units(text)] == [
+        "Use the HIP language (`project(... LANGUAGES HIP)`) rather than hipcc.",
+        "Then build it.",
+    ]
