@@ -13,7 +13,7 @@ from hipbot.agents.docs.answers import get_answerer
 from hipbot.agents.docs.ingest import ingest
 from hipbot.agents.docs.notes import MAX_NOTE_BYTES, note_files, read_note
 from hipbot.agents.docs.store import open_docs_db
-from hipbot.config import load_settings
+from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
 
 NOTE = """# Running on a board the support list does not name
@@ -73,15 +73,21 @@ def _small_corpus(root: Path, docs_root: Path) -> Path:
     return root
 
 
-def test_a_maintainers_note_is_ingested_and_cited_with_its_thread(tmp_path: Path, docs_root: Path) -> None:
-    notes = tmp_path / "my-notes"
-    notes.mkdir()
-    (notes / "frobnicate.md").write_text(NOTE, encoding="utf-8")
-    settings = docs_settings_for(
-        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
+def _with_notes(tmp_path: Path, docs_root: Path, notes: dict[str, str]) -> Settings:
+    """Settings over a two-document corpus and a folder of a maintainer's own notes."""
+    folder = tmp_path / "my-notes"
+    folder.mkdir()
+    for name, text in notes.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return docs_settings_for(
+        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=folder
     )
+
+
+def test_a_maintainers_note_is_ingested_and_cited_with_its_thread(tmp_path: Path, docs_root: Path) -> None:
+    settings = _with_notes(tmp_path, docs_root, {"frobnicate.md": NOTE})
     summary = ingest(settings, progress=False)
-    assert summary.documents == 2 + len(note_files(notes))  # the table, the guide, the notes
+    assert summary.documents == 2 + len(note_files(settings.notes_dir))  # the table, the guide, the notes
     db = open_docs_db(settings.database)
     stored = db.execute(
         "SELECT url, title FROM docs_documents WHERE path = 'notes/local/frobnicate.md'"
@@ -98,12 +104,8 @@ def test_a_maintainers_note_is_ingested_and_cited_with_its_thread(tmp_path: Path
 
 
 def test_a_bad_note_stops_the_ingest_and_loses_nothing(tmp_path: Path, docs_root: Path) -> None:
-    notes = tmp_path / "my-notes"
-    notes.mkdir()
-    (notes / "frobnicate.md").write_text(NOTE, encoding="utf-8")
-    settings = docs_settings_for(
-        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
-    )
+    settings = _with_notes(tmp_path, docs_root, {"frobnicate.md": NOTE})
+    notes = settings.notes_dir
     first = ingest(settings, progress=False)
     (notes / "frobnicate.md").write_text(NOTE.replace("FROBNICATE", "FROB"), encoding="utf-8")
     (notes / "unsourced.md").write_text("# Unsourced\n\nTrust me.\n", encoding="utf-8")
@@ -119,13 +121,8 @@ def test_a_bad_note_stops_the_ingest_and_loses_nothing(tmp_path: Path, docs_root
 
 
 def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Path, docs_root: Path) -> None:
-    notes = tmp_path / "my-notes"
-    notes.mkdir()
-    for n in range(3):
-        (notes / f"frobnicate-{n}.md").write_text(NOTE.replace("7.1.0", f"7.{n}.0"), encoding="utf-8")
-    settings = docs_settings_for(
-        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
-    )
+    notes = {f"frobnicate-{n}.md": NOTE.replace("7.1.0", f"7.{n}.0") for n in range(3)}
+    settings = _with_notes(tmp_path, docs_root, notes)
     ingest(settings, progress=False)
     passages = get_answerer(settings).retriever.search(
         "how do I run on a board the support list does not name?", k=8
@@ -135,17 +132,12 @@ def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Pat
 
 
 def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, docs_root: Path) -> None:
-    notes = tmp_path / "my-notes"
-    notes.mkdir()
-    (notes / "ipc.md").write_text(
+    ipc = (
         "# Sharing buffers between processes\n\nA handle of a buffer carved out of a larger `hipMalloc` "
         "block points at the block's start: send the offset along and add it after opening.\n\n"
-        "Source: https://github.com/example/project/issues/77\n",
-        encoding="utf-8",
+        "Source: https://github.com/example/project/issues/77\n"
     )
-    settings = docs_settings_for(
-        tmp_path / "home", _small_corpus(tmp_path / "corpus", docs_root), notes_dir=notes
-    )
+    settings = _with_notes(tmp_path, docs_root, {"ipc.md": ipc})
     ingest(settings, progress=False)
     answer = get_answerer(settings).ask("What do I replace cudaMalloc with?")
     assert "`hipMalloc`" in answer.answer and "offset" not in answer.answer
