@@ -37,6 +37,7 @@ NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its th
 NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
 SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something specific
+SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`AMD_SERIALIZE_KERNEL=3`)
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
@@ -62,6 +63,8 @@ _ACTIONABLE = re.compile(
     r"`[^`\s][^`]*`|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\b__\w+\b|(?<![\w/-])--?[a-z][\w-]+=?|"
     r"\b(?:hip|roc|hsa|amd|miopen)[A-Z_]\w+\b|\b\w+\(\)"
 )
+# An environment variable (or macro) given a value: `HIP_LAUNCH_BLOCKING=1`, `export GPU_MAX_HW_QUEUES=4`.
+_SETTING = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*_[A-Z0-9_]+)=[^\s=]")
 _DIRECTIVE = re.compile(
     r"\b(?:must|needs? to|should|use|using|set|setting|enable|disable|pass|add|specify|wrap|encase\w*|"
     r"recommend\w*|required?|requires|instead|replace\w*|export)\b",
@@ -172,6 +175,12 @@ def _acts(text: str, question: str) -> tuple[float, tuple[str, ...]]:
     return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0), new
 
 
+def _sets(text: str, question: str) -> bool:
+    """Whether a unit gives a variable the question does not name a value to set it to."""
+    asked = question.lower()
+    return any(m.group(1).lower() not in asked for m in _SETTING.finditer(text))
+
+
 def _command(code: str) -> str | None:
     """The one line of a short code block (fences and comments aside), when it is a command or
     setting short enough to quote inline."""
@@ -251,6 +260,8 @@ def score_units(
             bonus, names = _acts(unit.text, question) if unit.kind != "code" else (0.0, ())
             if not what_to_do:
                 bonus = min(bonus, SPECIFIC_BONUS)
+            elif unit.kind != "code" and _sets(unit.text, question):
+                bonus += SETTING_BONUS  # the setting itself, not only its name
             score += bonus
             factor = 1.0
             if (

@@ -1,0 +1,42 @@
+"""Composition: a sentence that gives the value to set a variable to (made-up docs)."""
+
+from __future__ import annotations
+
+from hipbot.agents.docs.compose import compose
+from hipbot.agents.docs.retrieval import Passage
+
+CRASHES = """Use `frobtrace` to find the job that crashes the frobnicator every few runs.
+
+Set `FROB_SERIAL=1` to find the job that crashes the frobnicator.
+"""
+
+
+def passage(text: str) -> Passage:
+    path = "docs/crashes.rst"
+    return Passage(1, path, "Frobnicator", "Crashes", f"https://example.org/{path}", text, "prose", (), 1.0)
+
+
+TERMS = [("frobnicator", 1.0), ("crashes", 1.0), ("job", 0.6), ("find", 0.6), ("runs", 0.2)]
+
+
+def test_a_setting_with_its_value_leads() -> None:
+    """Two sentences that both name what to use: for a question that asks what to do, the one
+    that also gives the variable's value (the setting itself) leads."""
+    question = "The frobnicator crashes every few runs. How can I find the job that crashes it?"
+    out = compose(question, [passage(CRASHES)], TERMS, {})
+    assert "FROB_SERIAL=1" in out.text.splitlines()[0], out.text
+
+
+def test_a_setting_the_question_names_earns_nothing_more() -> None:
+    """The variable the question already names is not news: the first sentence keeps the lead."""
+    question = "The frobnicator crashes with FROB_SERIAL=1 set. How can I find the job that crashes it?"
+    out = compose(question, [passage(CRASHES)], TERMS, {})
+    assert "frobtrace" in out.text.splitlines()[0], out.text
+
+
+def test_a_compiler_define_is_no_setting() -> None:
+    """`-DFROB_SERIAL=1` on a command line defines a macro for one build: no setting's bonus."""
+    text = CRASHES.replace("`FROB_SERIAL=1`", "`-DFROB_SERIAL=1`")
+    question = "The frobnicator crashes every few runs. How can I find the job that crashes it?"
+    out = compose(question, [passage(text)], TERMS, {})
+    assert "frobtrace" in out.text.splitlines()[0], out.text
