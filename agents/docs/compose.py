@@ -258,13 +258,16 @@ def score_units(
                 # a long table row says what it is about first (name, then description): quoted cut
                 unit = replace(unit, text=_shorten(unit.text, ROW_CHARS))
             bonus, names = _acts(unit.text, question) if unit.kind != "code" else (0.0, ())
+            setting = what_to_do and unit.kind != "code" and _sets(unit.text, question)
             if not what_to_do:
                 bonus = min(bonus, SPECIFIC_BONUS)
-            elif unit.kind != "code" and _sets(unit.text, question):
+            elif setting:
                 bonus += SETTING_BONUS  # the setting itself, not only its name
             score += bonus
             factor = 1.0
-            if (
+            if setting and unit.kind == "command":
+                pass  # `export HIP_PLATFORM=nvidia`: a one-line setting is an answer, scored as a sentence
+            elif (
                 unit.kind == "code"
                 or len(unit.text) < 25
                 or len(unit.text.split()) < MIN_WORDS

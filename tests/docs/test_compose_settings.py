@@ -40,3 +40,27 @@ def test_a_compiler_define_is_no_setting() -> None:
     question = "The frobnicator crashes every few runs. How can I find the job that crashes it?"
     out = compose(question, [passage(text)], TERMS, {})
     assert "frobtrace" in out.text.splitlines()[0], out.text
+
+
+BACKENDS = """The frobnicator picks its backend when it starts, from the fast backend or the safe backend.
+
+```shell
+export FROB_BACKEND=fast
+```
+
+The fast backend of the frobnicator runs jobs in parallel.
+"""
+
+
+def backends(text: str) -> Passage:
+    path = "docs/backends.rst"
+    return Passage(2, path, "Frobnicator", "Backends", f"https://example.org/{path}", text, "prose", (), 1.0)
+
+
+def test_a_one_line_setting_is_scored_as_a_sentence() -> None:
+    """A code block that only sets a variable (`export FROB_BACKEND=fast`) is the answer to "how
+    do I make it use ...", not code to attach to a sentence: it leads."""
+    question = "How do I make the frobnicator use the fast backend?"
+    terms = [("frobnicator", 1.0), ("fast", 0.8), ("backend", 0.8)]
+    out = compose(question, [backends(BACKENDS)], terms, {})
+    assert "`export FROB_BACKEND=fast`" in out.text.splitlines()[0], out.text
