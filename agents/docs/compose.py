@@ -38,6 +38,7 @@ NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variab
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
 SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something specific
 SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`AMD_SERIALIZE_KERNEL=3`)
+VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`HIP_PLATFORM=nvidia`)
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
@@ -64,7 +65,7 @@ _ACTIONABLE = re.compile(
     r"\b(?:hip|roc|hsa|amd|miopen)[A-Z_]\w+\b|\b\w+\(\)"
 )
 # An environment variable (or macro) given a value: `HIP_LAUNCH_BLOCKING=1`, `export GPU_MAX_HW_QUEUES=4`.
-_SETTING = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*_[A-Z0-9_]+)=[^\s=]")
+_SETTING = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*_[A-Z0-9_]+)=([^\s=`'\"]+)")
 _DIRECTIVE = re.compile(
     r"\b(?:must|needs? to|should|use|using|set|setting|enable|disable|pass|add|specify|wrap|encase\w*|"
     r"recommend\w*|required?|requires|instead|replace\w*|export)\b",
@@ -175,10 +176,16 @@ def _acts(text: str, question: str) -> tuple[float, tuple[str, ...]]:
     return NAMES_BONUS + (DIRECTIVE_BONUS if _DIRECTIVE.search(text) else 0.0), new
 
 
-def _sets(text: str, question: str) -> bool:
-    """Whether a unit gives a variable the question does not name a value to set it to."""
+def _setting(text: str, question: str) -> float:
+    """The bonus of a unit that gives a variable the question does not name a value to set it to;
+    more when the value is a word of the question (`HIP_PLATFORM=nvidia` for "... for NVIDIA?"):
+    the switch to what the question asks for."""
     asked = question.lower()
-    return any(m.group(1).lower() not in asked for m in _SETTING.finditer(text))
+    values = [v.lower().rstrip(".,;:)") for name, v in _SETTING.findall(text) if name.lower() not in asked]
+    if not values:
+        return 0.0
+    named = any(re.fullmatch(r"[a-z]\w+", v) and re.search(rf"\b{re.escape(v)}\b", asked) for v in values)
+    return SETTING_BONUS + (VALUE_BONUS if named else 0.0)
 
 
 def _command(code: str) -> str | None:
@@ -258,11 +265,11 @@ def score_units(
                 # a long table row says what it is about first (name, then description): quoted cut
                 unit = replace(unit, text=_shorten(unit.text, ROW_CHARS))
             bonus, names = _acts(unit.text, question) if unit.kind != "code" else (0.0, ())
-            setting = what_to_do and unit.kind != "code" and _sets(unit.text, question)
+            setting = _setting(unit.text, question) if what_to_do and unit.kind != "code" else 0.0
             if not what_to_do:
                 bonus = min(bonus, SPECIFIC_BONUS)
-            elif setting:
-                bonus += SETTING_BONUS  # the setting itself, not only its name
+            else:
+                bonus += setting  # the setting itself, not only its name
             score += bonus
             factor = 1.0
             if setting and unit.kind == "command":

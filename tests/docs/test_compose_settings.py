@@ -64,3 +64,24 @@ def test_a_one_line_setting_is_scored_as_a_sentence() -> None:
     terms = [("frobnicator", 1.0), ("fast", 0.8), ("backend", 0.8)]
     out = compose(question, [backends(BACKENDS)], terms, {})
     assert "`export FROB_BACKEND=fast`" in out.text.splitlines()[0], out.text
+
+
+PLATFORMS = """The frobnicator runs on the fast backend or the safe backend.
+
+```shell
+export FROB_BACKEND=safe
+```
+
+```shell
+export FROB_BACKEND=fast
+```
+"""
+
+
+def test_the_setting_to_the_value_asked_for_leads() -> None:
+    """Of two settings of one variable, the one whose value the question names (a word that is no
+    search term, as "nvidia" or "amd" in the HIP docs) leads."""
+    question = "How do I make the frobnicator use the fast backend?"
+    terms = [("frobnicator", 1.0), ("backend", 0.8)]
+    out = compose(question, [backends(PLATFORMS)], terms, {})
+    assert "`export FROB_BACKEND=fast`" in out.text.splitlines()[0], out.text
