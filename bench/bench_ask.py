@@ -6,8 +6,8 @@ Two kinds of question files:
 - the earlier sets (questions.jsonl, questions_holdout.jsonl, questions_blind.jsonl):
   {"question", "type": "lookup"|..., "sources", "facts", "api", "hip"}; correct = every fact in the
   answer (the `answer` field, not "More") and an expected source among the first 5;
-- the real sets (questions_real.jsonl and questions_real2.jsonl, real questions from ROCm/HIP,
-  HIPIFY, ROCm and LLM-on-ROCm issues): {"id", "question", "lang", "kind", "reference", "expect",
+- the real sets (questions_real.jsonl, questions_real2.jsonl and questions_real3.jsonl, real
+  questions from ROCm/HIP, HIPIFY, ROCm and LLM-on-ROCm issues; real3 was never tuned on): {"id", "question", "lang", "kind", "reference", "expect",
   "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
   A question asked in a thread that a porting note was written from is also counted apart
   ("thread:note source" against "thread:unseen").
@@ -40,6 +40,7 @@ SETS = (
     "questions_blind.jsonl",
     "questions_real.jsonl",
     "questions_real2.jsonl",
+    "questions_real3.jsonl",
 )
 
 
