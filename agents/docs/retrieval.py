@@ -355,10 +355,14 @@ class Retriever:
         return ranked, focus
 
     def mentions(self, names: list[str], limit: int = 30) -> tuple[list[int], list[int]]:
-        """Prose chunks that mention any of ``names``, and the mapping-table rows of those names."""
+        """Prose chunks of the docs that mention any of ``names``, and the mapping-table rows of those
+        names."""
         if not names:
             return [], []
-        prose = self.bm25([n.lower() for n in names], "prose", limit)
+        # The docs' own passages: a porting note names many APIs in passing (it is found by the
+        # other lists when it is about the question).
+        prose = self.bm25([n.lower() for n in names], "prose", 2 * limit)
+        prose = [i for i in prose if i not in self.note_chunks][:limit]
         return prose, search_api_rows(self.db, names, limit)
 
     def search(self, question: str, k: int = 5, identifiers: list[str] | None = None) -> list[Passage]:
