@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hipbot.agents.docs.notes import note_files
 from hipbot.bot.console import Console
 from hipbot.bot.state import BotState
 from hipbot.cli import cli
@@ -118,7 +119,8 @@ def test_start_without_token_opens_the_console_and_ingests_on_first_start(
         port = s.getsockname()[1]
     first = CliRunner().invoke(cli, ["start", "--coordinator-port", str(port)], input="/quit\n")
     assert first.exit_code == 0, first.output
-    assert "first start: reading the HIP docs" in first.output and "ingested 2 documents" in first.output
+    ingested = f"ingested {2 + len(note_files())} documents"  # the two docs and the porting notes
+    assert "first start: reading the HIP docs" in first.output and ingested in first.output
     assert f"operator page: http://127.0.0.1:{port}/ui" in first.output  # the coordinator runs beside
     assert "no DISCORD_TOKEN set: starting the terminal console" in first.output
     again = CliRunner().invoke(cli, ["start", "--coordinator-port", "0"], input="/quit\n")
