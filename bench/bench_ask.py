@@ -7,8 +7,8 @@ Two kinds of question files:
   {"question", "type": "lookup"|..., "sources", "facts", "api", "hip"}; correct = every fact in the
   answer (the `answer` field, not "More") and an expected source among the first 5;
 - the real sets (questions_real.jsonl, questions_real2.jsonl and questions_real3.jsonl, real
-  questions from ROCm/HIP, HIPIFY, ROCm and LLM-on-ROCm issues; real3 was never tuned on): {"id", "question", "lang", "kind", "reference", "expect",
-  "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
+  questions from ROCm/HIP, HIPIFY, ROCm and LLM-on-ROCm issues; real3 was never tuned on):
+  {"id", "question", "lang", "kind", "reference", "expect", "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
   A question asked in a thread that a porting note was written from is also counted apart
   ("thread:note source" against "thread:unseen").
 
@@ -20,6 +20,7 @@ Prints per set: correct(+cited) overall, by kind and by language, answer length 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -78,6 +79,7 @@ def _thread(url: str) -> str:
     return url.replace("/rocm/rocm/", "/rocm/legacy-rocm-build/").replace("/ggerganov/", "/ggml-org/")
 
 
+@functools.cache
 def note_threads() -> set[str]:
     """The threads the packaged porting notes were written from: a question asked in one of them
     is reported apart ("thread:note source"), its answer was in the thread the note quotes."""

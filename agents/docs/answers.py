@@ -338,9 +338,6 @@ class Answerer:
         extra = extra_terms(question, names)
         flagged = any(r.status != "supported" for f in found for r in f.rows)
         best, best_score = None, 0
-        # From the docs only: a porting note names many APIs in passing (the IPC note names
-        # hipMalloc), so one would stand under a table row it is not about.
-        ids = [i for i in ids if i not in self.retriever.note_chunks]
         for p in self.retriever.passages(ids, dict.fromkeys(ids, 0.0), 8):
             text = f"{p.title} {p.section} {p.text}".lower()
             score = sum(t[:5] in text for t in extra) + 2 * any(n in p.section for n in names)

@@ -360,7 +360,8 @@ class Retriever:
         if not names:
             return [], []
         # The docs' own passages: a porting note names many APIs in passing (it is found by the
-        # other lists when it is about the question).
+        # other lists when it is about the question), and would stand under a table row (the
+        # answer's see-also) it is not about: the IPC note names hipMalloc.
         prose = self.bm25([n.lower() for n in names], "prose", 2 * limit)
         prose = [i for i in prose if i not in self.note_chunks][:limit]
         return prose, search_api_rows(self.db, names, limit)
@@ -386,8 +387,8 @@ class Retriever:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
         # Porting notes are short and dense with names: past the first one they crowd the docs out.
-        notes = [i for i in ranked if i in self.note_chunks][MAX_NOTES:]
-        ranked = [i for i in ranked if i not in notes] if notes else ranked
+        left_out = set([i for i in ranked if i in self.note_chunks][MAX_NOTES:])
+        ranked = [i for i in ranked if i not in left_out]
         return self.passages(ranked, fused, k, focus)
 
     def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:
