@@ -373,6 +373,14 @@ def test_a_chinese_word_inside_a_longer_glossary_word_is_part_of_it() -> None:
     assert "hipcc" in query_terms(expand_query("编译器报错，怎么编译？"))
 
 
+def test_chinese_words_of_running_rocm_and_llm_work_reach_the_english_words() -> None:
+    # hangs, per-GPU settings, clocks and integrated GPUs are asked about in Chinese too
+    assert glossary_terms("程序在 MI250 上卡住了") == [("hang", "hangs")]
+    assert {"per", "device", "individually"} <= set(query_terms(expand_query("多卡机器上能不能单独设置？")))
+    assert {"clock", "rate", "timestamp"} <= set(query_terms(expand_query("时间戳怎么换算，时钟频率是多少")))
+    assert "igpu" in query_terms(expand_query("核显能跑 PyTorch 吗"))
+
+
 def test_a_sentence_a_fact_line_already_says_is_not_quoted_again() -> None:
     row = (
         "`HIP_ENABLE_WARP_SYNC_BUILTINS` (macro): They can be enabled by setting the preprocessor macro "
