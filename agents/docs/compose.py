@@ -101,6 +101,7 @@ class Scored:
     score: float
     names: tuple[str, ...] = ()  # what it names that the question does not (lower-cased)
     bonus: float = 0.0  # the share of ``score`` those names earned
+    reach: bool = False  # of a note offered from beyond the passages asked for: it leads or stays out
 
 
 def trim(
@@ -289,7 +290,7 @@ def score_units(
                 factor = 1 - LONG_PENALTY * (len(unit.text) - LONG_CHARS) / 100
             if passage.beside:
                 factor *= BESIDE_FACTOR  # not retrieved itself, only next to a passage that was
-            out.append(Scored(unit, rank, score * factor, names, bonus * factor))
+            out.append(Scored(unit, rank, score * factor, names, bonus * factor, passage.reach))
     out.sort(key=lambda s: -s.score)
     if out:
         best = out[0]
@@ -319,7 +320,9 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...
     """The best unit, then the next best that are close enough, whole (a unit that does not fit is
     skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
     are chosen. A unit that only names what a chosen one or the fact lines (``said``) already name
-    ranks without its bonus; one that says what they say is not quoted again."""
+    ranks without its bonus; one that says what they say is not quoted again. A note offered from
+    beyond the passages (``Passage.reach``) is quoted first or not at all: under the docs' answer
+    its sentence is only near the question, not part of the answer."""
     chosen: list[Scored] = []
     used = 0
     quoted = " ".join(said).lower()
@@ -332,6 +335,8 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...
                 return chosen
             cited = {c.passage for c in chosen}
             if item.passage not in cited and len(cited) >= passages:
+                continue
+            if chosen and item.reach and item.passage not in cited:
                 continue
             text = item.unit.text
             cost = len(text) + 6

@@ -14,7 +14,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import sqlite_utils
@@ -39,6 +39,7 @@ _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uff00-\uffef]")
 RRF_K = 60
 COMMON_DF = 0.1
 MAX_NOTES = 1  # porting notes among a question's passages (notes.py); the rest are the docs'
+NOTE_REACH = 3  # ... and one is added when it ranks within this many times the passages asked for
 ASK_WEIGHT = 0.3  # share of the asking sentence in the vector that scores an answer's sentences
 
 
@@ -57,6 +58,7 @@ class Passage:
     score: float
     focus: tuple[int, int] | None = None  # the sentence-sized piece closest to the question
     beside: bool = False  # not retrieved itself: the chunk next to a retrieved one (same section)
+    reach: bool = False  # a note offered from beyond the passages asked for (``NOTE_REACH``)
 
     def source(self) -> dict[str, str]:
         return {"path": self.path, "section": self.section, "url": self.url}
@@ -389,7 +391,15 @@ class Retriever:
         # Porting notes are short and dense with names: past the first one they crowd the docs out.
         left_out = set([i for i in ranked if i in self.note_chunks][MAX_NOTES:])
         ranked = [i for i in ranked if i not in left_out]
-        return self.passages(ranked, fused, k, focus)
+        out = self.passages(ranked, fused, k, focus)
+        # ... yet the best note within reach is offered too: the docs' passages outrank a note that
+        # answers a question people ask in their words (a note is one short chunk, BM25 and the
+        # dense list each find it once), so it joins as one passage more.
+        if not any(p.chunk_id in self.note_chunks for p in out):
+            note = next((i for i in ranked[: NOTE_REACH * k] if i in self.note_chunks), None)
+            if note is not None:
+                out += [replace(p, reach=True) for p in self.passages([note], fused, 1, focus)]
+        return out
 
     def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:
         """The chunks right before and after each of the ``top`` best passages, in the same section

@@ -395,3 +395,33 @@ def test_a_sentence_a_fact_line_already_says_is_not_quoted_again() -> None:
     )
     assert out.text.startswith(row) and out.text.count("They can be enabled") == 1, out.text
     assert "ROCm 6.2" in out.text, out.text
+
+
+def test_a_note_offered_from_beyond_the_passages_leads_the_answer_or_stays_out() -> None:
+    docs = passage(
+        "Streams run the work queued on them in the order it was queued, copies and kernels alike."
+    )
+    note = passage(
+        "Pinned buffers let the copies on one stream overlap the kernels on another.",
+        chunk_id=2,
+        path="notes/local/pinned.md",
+    )
+    terms = weights("stream", "queued", "order", "copies", "kernels", "pinned", "overlap")
+    question = "in what order do streams run queued copies and kernels?"
+    # listed among the passages, the note's sentence is a bullet under the docs' answer ...
+    listed = compose(question, [docs, note], terms, {})
+    assert "Pinned buffers" in listed.text and listed.text.index("Streams run") < listed.text.index("Pinned")
+    # ... offered from beyond them, it is not: a note from there leads the answer or stays out
+    other = passage("Events mark points in a stream.", chunk_id=3)
+    offered = compose(question, [docs, other, replace(note, reach=True)], terms, {}, listed=2)
+    assert "Pinned" not in offered.text and "notes/local/pinned.md" not in [
+        s["path"] for s in offered.sources
+    ]
+    led = compose(
+        "do pinned buffers overlap copies and kernels?",
+        [docs, other, replace(note, reach=True)],
+        weights("pinned", "buffers", "overlap", "copies", "kernels"),
+        {},
+        listed=2,
+    )
+    assert led.text.removeprefix("- ").startswith("Pinned buffers"), led.text

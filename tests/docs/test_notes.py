@@ -142,3 +142,18 @@ def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, doc
     answer = get_answerer(settings).ask("What do I replace cudaMalloc with?")
     assert "`hipMalloc`" in answer.answer and "offset" not in answer.answer
     assert "notes/local/ipc.md" not in paths(answer)
+
+
+def test_the_best_note_within_reach_joins_the_docs_passages(tmp_path: Path, docs_root: Path) -> None:
+    # the docs' passage ranks first; the note on the same question ranks below it yet is offered
+    order = (
+        "# Do kernels on one stream run in order on AMD GPUs?\n\nYes: kernels and copies queued on one "
+        "`hipStream_t` run in the order they were queued, as in CUDA; use several streams to overlap "
+        "them.\n\nSource: https://github.com/example/project/issues/9\n"
+    )
+    settings = _with_notes(tmp_path, docs_root, {"stream-order.md": order})
+    ingest(settings, progress=False)
+    passages = get_answerer(settings).retriever.search(
+        "Ordering: in what order does work queued on one stream run?", k=1
+    )
+    assert [p.path for p in passages] == ["HIP/docs/how-to/streams.md", "notes/local/stream-order.md"]
