@@ -140,13 +140,32 @@ def translated_names(question: str) -> list[str]:
 
 
 # AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
-GPU_TARGETS = (
-    (re.compile(r"\bMI(?:50|60)\b", re.IGNORECASE), "gfx906"),
-    (re.compile(r"\bMI100\b", re.IGNORECASE), "gfx908"),
-    (re.compile(r"\bMI2\d0X?\b", re.IGNORECASE), "gfx90a"),
-    (re.compile(r"\bMI3\d{2}[AX]?\b", re.IGNORECASE), "gfx942"),
-    (re.compile(r"\b(?:RX\s?)?7[0-9]00(?:\s?XTX?)?\b|\bRDNA\s?3\b", re.IGNORECASE), "gfx1100"),
-    (re.compile(r"\b(?:RX\s?)?6[0-9]00(?:\s?XT)?\b|\bRDNA\s?2\b", re.IGNORECASE), "gfx1030"),
+# GPU product names -> the gfx target the docs, the notes and the error messages use ("RX 6600"
+# is gfx1032: the HSA_OVERRIDE_GFX_VERSION answers name it, not the family's gfx1030).
+_RX = r"\b(?:RX\s?)?"
+GPU_TARGETS = tuple(
+    (re.compile(pattern, re.IGNORECASE), target)
+    for pattern, target in (
+        (r"\bMI(?:50|60)\b|\bRadeon\s+(?:Pro\s+)?VII\b", "gfx906"),
+        (r"\bMI25\b|\bVega\s?(?:56|64)\b", "gfx900"),
+        (r"\bMI100\b", "gfx908"),
+        (r"\bMI2\d0X?\b", "gfx90a"),
+        (r"\bMI3[0-2]\dX?\b|\bMI300A\b", "gfx942"),
+        (r"\bMI35\dX?\b", "gfx950"),
+        (_RX + r"(?:4[78]0|5[789]0)\b", "gfx803"),
+        (_RX + r"5[67]00(?:\s?XT)?\b", "gfx1010"),
+        (_RX + r"5[35]00(?:\s?XT)?\b", "gfx1012"),
+        (_RX + r"6[89][05]0(?:\s?XT)?\b|\bRDNA\s?2\b", "gfx1030"),
+        (_RX + r"67[05]0(?:\s?XT)?\b", "gfx1031"),
+        (_RX + r"6[56][05]0(?:\s?XT)?\b", "gfx1032"),
+        (_RX + r"6[45]00(?:\s?XT)?\b", "gfx1034"),
+        (_RX + r"79[05]0(?:\s?(?:XTX?|GRE))?\b|\bRDNA\s?3\b", "gfx1100"),
+        (_RX + r"7[78]00(?:\s?XT)?\b", "gfx1101"),
+        (_RX + r"76[05]0(?:\s?XT)?\b", "gfx1102"),
+        (r"\b7[48]0M\b", "gfx1103"),
+        (r"\b890M\b|\b8060S\b|\bStrix\s+Halo\b", "gfx1151"),
+        (_RX + r"90[67]0(?:\s?XT)?\b|\bRDNA\s?4\b", "gfx1201"),
+    )
 )
 # Wave size of the GPU families, added only to questions about warps, lanes or masks: "wrong sums
 # on MI250" is about wave64, "build for MI250" is about --offload-arch.

@@ -425,3 +425,16 @@ def test_a_note_offered_from_beyond_the_passages_leads_the_answer_or_stays_out()
         listed=2,
     )
     assert led.text.removeprefix("- ").startswith("Pinned buffers"), led.text
+
+
+def test_a_gpu_product_name_is_searched_as_its_own_gfx_target() -> None:
+    def target(question: str) -> list[str]:
+        return [w for w in query_terms(expand_query(question)) if w.startswith("gfx")]
+
+    # the target the error messages and the override answers name, not the family's first chip
+    assert target("My RX 6600 is not supported, can I still use it?") == ["gfx1032"]
+    assert target("rx6700xt: invalid device function") == ["gfx1031"]
+    assert target("PyTorch on an RX 7800 XT") == ["gfx1101"]
+    assert target("RX 7900 XTX build fails") == ["gfx1100"]
+    assert target("vLLM on MI300X") == ["gfx942"] and target("vLLM on MI355X") == ["gfx950"]
+    assert target("Radeon VII support") == ["gfx906"] and target("RX 580 support") == ["gfx803"]
