@@ -146,24 +146,27 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
     return rows
 
 
+def _key(name: str) -> str:
+    """ "-fgpu-rdc" and "--fgpu-rdc" are the same option to a reader: one entry, its best row first
+    (the option table's definition, not the HIPRTC page's single-dash mention)."""
+    return "-" + name.lstrip("-") if name.startswith("-") else name
+
+
 class OptionIndex:
     """The rows by name, best definition first; finds the names a question mentions."""
 
     def __init__(self, rows: list[OptionRow]) -> None:
         self.rows: dict[str, list[OptionRow]] = {}
         for r in sorted(rows, key=lambda r: (-r.strength, len(r.text))):
-            bucket = self.rows.setdefault(r.name, [])
+            bucket = self.rows.setdefault(_key(r.name), [])
             if all(b.path != r.path or b.strength > r.strength for b in bucket) and len(bucket) < 3:
                 bucket.append(r)
-        # "-offload-arch" and "--offload-arch" are the same option to a reader
-        self.by_stem = {n.lstrip("-"): n for n in self.rows if n.startswith("-")}
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def get(self, name: str) -> list[OptionRow]:
-        key = name if name in self.rows else self.by_stem.get(name.lstrip("-"), "")
-        return self.rows.get(key, [])
+        return self.rows.get(_key(name), [])
 
     def find(self, question: str) -> list[tuple[str | None, list[OptionRow]]]:
         """(nvcc flag or None, rows) for each option, variable or macro the question names."""

@@ -186,6 +186,20 @@ def test_option_rows_come_from_tables_headings_and_prose_and_nvcc_flags_map_to_t
     assert index.find("nothing to see here") == []
 
 
+def test_an_option_spelled_with_one_or_two_dashes_is_one_option_with_its_best_row_first() -> None:
+    rtc = "`-fgpu-rdc`: This flag when provided during `hiprtcCompileProgram` generates the bitcode.\n"
+    chunks = [
+        ProseChunk(1, "HIP/docs/rtc.md", "HIPRTC", "HIPRTC specific options", "u1", rtc),
+        ProseChunk(2, "HIP/docs/porting.md", "Porting", "Compiler options", "u2", TABLE),
+    ]
+    index = OptionIndex(extract(chunks))
+    for spelling in ("-fgpu-rdc", "--fgpu-rdc"):
+        rows = index.get(spelling)
+        assert [r.path for r in rows] == ["HIP/docs/porting.md", "HIP/docs/rtc.md"], spelling
+    ((_, rows),) = index.find("how do I use -fgpu-rdc with hipcc?")
+    assert rows[0].text.startswith("Generate relocatable device code")
+
+
 def test_a_question_asks_more_than_the_mapping_when_it_asks_how_or_why_beyond_the_names() -> None:
     cuda_env = ["CUDA_VISIBLE_DEVICES"]
     assert asks_more(
