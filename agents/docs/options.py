@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hipbot.agents.docs.labels import label
+from hipbot.agents.docs.notes import PACKAGED as NOTES
 from hipbot.agents.docs.sentences import clean, units
 
 ENV = re.compile(
@@ -71,9 +72,8 @@ class OptionRow:
 
     def render(self, lang: str = "en") -> str:
         kind = label(f"kind_{self.kind}", lang)
-        return label("option_row", lang, name=self.name, kind=kind, text=self.text) + (
-            f" ({self.title} \u203a {self.section})"
-        )
+        where = self.title if self.section == self.title else f"{self.title} \u203a {self.section}"
+        return label("option_row", lang, name=self.name, kind=kind, text=self.text) + f" ({where})"
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,11 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
 
         if (ENV.fullmatch(heading) or MACRO.fullmatch(heading)) and parts:
             rows.append(row(heading, " ".join(u.text for u in parts[:2] if u.kind == "sentence"), 3))
-        for unit in parts:
-            if unit.kind == "code":
+        # A porting note defines what its first sentence answers with; its other sentences name
+        # variables in passing (the llama.cpp build note sets the override it is not about).
+        note = chunk.path.startswith(f"{NOTES}/")
+        for n, unit in enumerate(parts):
+            if unit.kind == "code" or (note and n > 0):
                 continue
             name_part, sep, rest = unit.text.partition(": ") if unit.kind == "row" else ("", "", "")
             if unit.kind == "sentence" and unit.text.startswith("`"):

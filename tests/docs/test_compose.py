@@ -200,6 +200,28 @@ def test_an_option_spelled_with_one_or_two_dashes_is_one_option_with_its_best_ro
     assert rows[0].text.startswith("Generate relocatable device code")
 
 
+def test_a_porting_note_defines_a_variable_with_its_first_sentence_only() -> None:
+    build = (
+        "Build with `-DGGML_HIP=ON` and set the target with `-DAMDGPU_TARGETS=gfx1100`.\n"
+        "- At run time, `HIP_VISIBLE_DEVICES` selects GPUs; on an unsupported card set "
+        "`HSA_OVERRIDE_GFX_VERSION=10.3.0`.\n"
+    )
+    override = (
+        "Set `HSA_OVERRIDE_GFX_VERSION` so the runtime treats your GPU as a close, supported ISA.\n"
+        "- It works on Linux only.\n"
+    )
+    title = "Running ROCm on a GPU it does not list"
+    chunks = [
+        ProseChunk(1, "notes/llama-cpp.md", "Building llama.cpp", "Building llama.cpp", "u1", build),
+        ProseChunk(2, "notes/override.md", title, title, "u2", override),
+    ]
+    index = OptionIndex(extract(chunks))
+    rows = index.get("HSA_OVERRIDE_GFX_VERSION")
+    assert [r.path for r in rows] == ["notes/override.md"]
+    assert rows[0].render().endswith(f"({title})")  # a note's title is its section: named once
+    assert index.get("HIP_VISIBLE_DEVICES") == []
+
+
 def test_a_question_asks_more_than_the_mapping_when_it_asks_how_or_why_beyond_the_names() -> None:
     cuda_env = ["CUDA_VISIBLE_DEVICES"]
     assert asks_more(
