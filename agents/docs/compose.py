@@ -53,6 +53,7 @@ _HOW_TO = re.compile(
     r"\bhow (?:do|can|to|should)\b|\bexample\b|\bcommand\b|\bsyntax\b|\bsnippet\b|怎么|如何|示例|例子|命令",
     re.IGNORECASE,
 )
+_CODE_NAME = re.compile(r"_|^-")  # a variable, macro or option rather than a product or library
 _FILLER = re.compile(r"[:,]$")
 _FRAGMENT = re.compile(r"^(?:[\"']\s*[,)]|[)\]},;])")  # a "sentence" split out of code: starts inside a call
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -380,8 +381,10 @@ def _add_named(
 ) -> list[Scored]:
     """A name the question asks about (an API, macro, variable, option) that neither the fact lines
     nor the chosen units quote: the best unit quoting it (a code block's one line counts) joins the
-    answer, in place of the last bullets when the budget is spent, when it scores within
-    ``NAMED_RATIO`` of the best unit."""
+    answer when it scores within ``NAMED_RATIO`` of the best unit: in place of the last bullets when
+    the name is code (a variable, macro or option: `GPU_POOL_TRIM`, `-fgpu-rdc`), only where there
+    is room for it otherwise (the gfx1030, PyTorch or rocBLAS a question names as its setting is
+    not worth the sentence that answers)."""
     if not chosen:
         return chosen
     quoted = " ".join([*said, *(c.unit.text for c in chosen)]).lower()
@@ -398,10 +401,17 @@ def _add_named(
             if text is None or (item.passage not in cited and len(cited) >= listed and len(chosen) < 2):
                 continue
             keep = list(chosen)
-            while len(keep) > 1 and (
-                sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget or len(keep) >= MAX_BULLETS
+            while (
+                len(keep) > 1
+                and _CODE_NAME.search(name)
+                and (
+                    sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget
+                    or len(keep) >= MAX_BULLETS
+                )
             ):
                 keep.pop()
+            if len(keep) >= MAX_BULLETS:
+                break
             if sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget:
                 break
             chosen = [*keep, replace(item, unit=replace(item.unit, text=text, kind="command"))]

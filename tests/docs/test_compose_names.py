@@ -71,3 +71,18 @@ def test_a_fragment_of_code_run_into_prose_ranks_below_the_prose() -> None:
     )
     bullets = [line for line in out.text.splitlines() if line.startswith("- ")]
     assert bullets[0].startswith("- Rebuild the frobnicator")
+
+
+ARCH = """The device properties hold the architecture of each GPU.
+Read the gcnArchName field of the device properties to get the architecture name at run time.
+The name carries the target features after the architecture, separated by colons.
+Compare the architecture name before choosing a kernel built for that target.
+Virtual functions are not supported between objects built for gfx906 and gfx1030.
+"""
+
+
+def test_a_product_or_target_the_question_names_does_not_displace_the_answer() -> None:
+    question = "How can I get the architecture name, such as gfx1030, at run time?"
+    terms = [("gfx1030", 1.5), ("architecture", 1.0), ("name", 1.0), ("run", 0.5), ("time", 0.5)]
+    out = compose(question, [passage(ARCH)], terms, {}, budget=330)
+    assert "gcnArchName" in out.text and "Virtual functions" not in out.text, out.text
