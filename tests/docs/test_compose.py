@@ -210,16 +210,20 @@ def test_a_porting_note_defines_a_variable_with_its_first_sentence_only() -> Non
         "Set `HSA_OVERRIDE_GFX_VERSION` so the runtime treats your GPU as a close, supported ISA.\n"
         "- It works on Linux only.\n"
     )
+    serialize = "On AMD GPUs set `AMD_SERIALIZE_KERNEL=3` to find a fault, like `CUDA_LAUNCH_BLOCKING=1`.\n"
     title = "Running ROCm on a GPU it does not list"
     chunks = [
         ProseChunk(1, "notes/llama-cpp.md", "Building llama.cpp", "Building llama.cpp", "u1", build),
         ProseChunk(2, "notes/override.md", title, title, "u2", override),
+        ProseChunk(3, "notes/serialize.md", "Serializing", "Serializing", "u3", serialize),
     ]
     index = OptionIndex(extract(chunks))
     rows = index.get("HSA_OVERRIDE_GFX_VERSION")
     assert [r.path for r in rows] == ["notes/override.md"]
     assert rows[0].render().endswith(f"({title})")  # a note's title is its section: named once
     assert index.get("HIP_VISIBLE_DEVICES") == []
+    # ... and the AMD names only: the CUDA variable it replaces is not defined by the note
+    assert index.get("AMD_SERIALIZE_KERNEL") and index.get("CUDA_LAUNCH_BLOCKING") == []
 
 
 def test_a_question_asks_more_than_the_mapping_when_it_asks_how_or_why_beyond_the_names() -> None:
