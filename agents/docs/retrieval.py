@@ -98,10 +98,13 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+def _compiled(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, re.IGNORECASE), value) for pattern, value in pairs)
+
+
 # NVIDIA's words -> the words the HIP docs use for the same thing: users ask in CUDA terms.
-CUDA_TERMS = tuple(
-    (re.compile(pattern, re.IGNORECASE), words)
-    for pattern, words in (
+CUDA_TERMS = _compiled(
+    (
         (r"\btensor ?cores?\b|\bwmma\b|\bmma\b", "warp matrix functions"),
         (r"\bSMs?\b|streaming multiprocessors?", "compute unit CU"),
         (r"\bwarps?\b", "wavefront"),
@@ -139,13 +142,11 @@ def translated_names(question: str) -> list[str]:
     return list(out)
 
 
-# AMD GPU product names -> the gfx targets the docs use (compiler options, target IDs).
 # GPU product names -> the gfx target the docs, the notes and the error messages use ("RX 6600"
 # is gfx1032: the HSA_OVERRIDE_GFX_VERSION answers name it, not the family's gfx1030).
 _RX = r"\b(?:RX\s?)?"
-GPU_TARGETS = tuple(
-    (re.compile(pattern, re.IGNORECASE), target)
-    for pattern, target in (
+GPU_TARGETS = _compiled(
+    (
         (r"\bMI(?:50|60)\b|\bRadeon\s+(?:Pro\s+)?VII\b", "gfx906"),
         (r"\bMI25\b|\bVega\s?(?:56|64)\b", "gfx900"),
         (r"\bMI100\b", "gfx908"),

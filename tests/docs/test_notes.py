@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fixtures_docs import RUNTIME, docs_settings_for, paths
 
-from hipbot.agents.docs.answers import get_answerer
+from hipbot.agents.docs.answers import Answerer, get_answerer
 from hipbot.agents.docs.ingest import ingest
 from hipbot.agents.docs.notes import MAX_NOTE_BYTES, note_files, read_note
 from hipbot.agents.docs.store import open_docs_db
@@ -84,6 +84,13 @@ def _with_notes(tmp_path: Path, docs_root: Path, notes: dict[str, str]) -> Setti
     )
 
 
+def _ingested(tmp_path: Path, docs_root: Path, notes: dict[str, str]) -> Answerer:
+    """An engine over the small corpus and these notes, ingested."""
+    settings = _with_notes(tmp_path, docs_root, notes)
+    ingest(settings, progress=False)
+    return get_answerer(settings)
+
+
 def test_a_maintainers_note_is_ingested_and_cited_with_its_thread(tmp_path: Path, docs_root: Path) -> None:
     settings = _with_notes(tmp_path, docs_root, {"frobnicate.md": NOTE})
     summary = ingest(settings, progress=False)
@@ -122,11 +129,8 @@ def test_a_bad_note_stops_the_ingest_and_loses_nothing(tmp_path: Path, docs_root
 
 def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Path, docs_root: Path) -> None:
     notes = {f"frobnicate-{n}.md": NOTE.replace("7.1.0", f"7.{n}.0") for n in range(3)}
-    settings = _with_notes(tmp_path, docs_root, notes)
-    ingest(settings, progress=False)
-    passages = get_answerer(settings).retriever.search(
-        "how do I run on a board the support list does not name?", k=8
-    )
+    engine = _ingested(tmp_path, docs_root, notes)
+    passages = engine.retriever.search("how do I run on a board the support list does not name?", k=8)
     noted = [p.path for p in passages if p.path.startswith("notes/")]
     assert len(noted) == 1 and noted[0].startswith("notes/local/frobnicate-"), noted
 
@@ -137,9 +141,8 @@ def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, doc
         "block points at the block's start: send the offset along and add it after opening.\n\n"
         "Source: https://github.com/example/project/issues/77\n"
     )
-    settings = _with_notes(tmp_path, docs_root, {"ipc.md": ipc})
-    ingest(settings, progress=False)
-    answer = get_answerer(settings).ask("What do I replace cudaMalloc with?")
+    engine = _ingested(tmp_path, docs_root, {"ipc.md": ipc})
+    answer = engine.ask("What do I replace cudaMalloc with?")
     assert "`hipMalloc`" in answer.answer and "offset" not in answer.answer
     assert "notes/local/ipc.md" not in paths(answer)
 
@@ -151,9 +154,6 @@ def test_the_best_note_within_reach_joins_the_docs_passages(tmp_path: Path, docs
         "`hipStream_t` run in the order they were queued, as in CUDA; use several streams to overlap "
         "them.\n\nSource: https://github.com/example/project/issues/9\n"
     )
-    settings = _with_notes(tmp_path, docs_root, {"stream-order.md": order})
-    ingest(settings, progress=False)
-    passages = get_answerer(settings).retriever.search(
-        "Ordering: in what order does work queued on one stream run?", k=1
-    )
+    engine = _ingested(tmp_path, docs_root, {"stream-order.md": order})
+    passages = engine.retriever.search("Ordering: in what order does work queued on one stream run?", k=1)
     assert [p.path for p in passages] == ["HIP/docs/how-to/streams.md", "notes/local/stream-order.md"]
