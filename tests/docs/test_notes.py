@@ -84,6 +84,10 @@ def _with_notes(tmp_path: Path, docs_root: Path, notes: dict[str, str]) -> Setti
     )
 
 
+def _note(title: str, answer: str) -> str:
+    return f"# {title}\n\n{answer}\n\nSource: https://github.com/example/project/issues/77\n"
+
+
 def _ingested(tmp_path: Path, docs_root: Path, notes: dict[str, str]) -> Answerer:
     """An engine over the small corpus and these notes, ingested."""
     settings = _with_notes(tmp_path, docs_root, notes)
@@ -136,12 +140,11 @@ def test_one_porting_note_among_the_passages_the_rest_are_the_docs(tmp_path: Pat
 
 
 def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, docs_root: Path) -> None:
-    ipc = (
-        "# Sharing buffers between processes\n\nA handle of a buffer carved out of a larger `hipMalloc` "
-        "block points at the block's start: send the offset along and add it after opening.\n\n"
-        "Source: https://github.com/example/project/issues/77\n"
+    title = "Sharing buffers between processes"
+    offset = (
+        "A handle of a buffer from a larger `hipMalloc` block points at its start: send the offset along."
     )
-    engine = _ingested(tmp_path, docs_root, {"ipc.md": ipc})
+    engine = _ingested(tmp_path, docs_root, {"ipc.md": _note(title, offset)})
     answer = engine.ask("What do I replace cudaMalloc with?")
     assert "`hipMalloc`" in answer.answer and "offset" not in answer.answer
     assert "notes/local/ipc.md" not in paths(answer)
@@ -149,10 +152,10 @@ def test_a_note_naming_an_api_in_passing_is_not_its_see_also(tmp_path: Path, doc
 
 def test_the_best_note_within_reach_joins_the_docs_passages(tmp_path: Path, docs_root: Path) -> None:
     # the docs' passage ranks first; the note on the same question ranks below it yet is offered
-    order = (
-        "# Do kernels on one stream run in order on AMD GPUs?\n\nYes: kernels and copies queued on one "
-        "`hipStream_t` run in the order they were queued, as in CUDA; use several streams to overlap "
-        "them.\n\nSource: https://github.com/example/project/issues/9\n"
+    order = _note(
+        "Do kernels on one stream run in order on AMD GPUs?",
+        "Yes: kernels and copies queued on one `hipStream_t` run in the order they were queued, as in "
+        "CUDA; use several streams to overlap them.",
     )
     engine = _ingested(tmp_path, docs_root, {"stream-order.md": order})
     passages = engine.retriever.search("Ordering: in what order does work queued on one stream run?", k=1)
