@@ -144,10 +144,9 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
                 rows.append(row(name, rest, 3 if unit.kind == "row" else 2))
                 continue
             if unit.kind == "sentence" and _DEFINES.search(unit.text) and len(unit.text) < 400:
-                # ... the AMD names: a note's "like CUDA_LAUNCH_BLOCKING on NVIDIA" does not define it
-                for mentioned in (
-                    n for n in _names(unit.text) if not (note and n.lower().startswith("cuda"))
-                ):
+                for mentioned in _names(unit.text):
+                    if note and mentioned.lower().startswith("cuda"):
+                        continue  # a note's "like CUDA_LAUNCH_BLOCKING on NVIDIA" does not define it
                     rows.append(row(mentioned, unit.text, 1))
     return rows
 
