@@ -370,6 +370,12 @@ def _line_naming(item: Scored, passage: Passage, name: str) -> str | None:
     return None
 
 
+def _full(chosen: list[Scored], text: str, budget: int) -> bool:
+    """Whether ``text`` does not fit as one more bullet under ``chosen``."""
+    used = sum(len(c.unit.text) + 6 for c in chosen) + len(text) + 6
+    return used > budget or len(chosen) >= MAX_BULLETS
+
+
 def _add_named(
     chosen: list[Scored],
     scored: list[Scored],
@@ -401,18 +407,9 @@ def _add_named(
             if text is None or (item.passage not in cited and len(cited) >= listed and len(chosen) < 2):
                 continue
             keep = list(chosen)
-            while (
-                len(keep) > 1
-                and _CODE_NAME.search(name)
-                and (
-                    sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget
-                    or len(keep) >= MAX_BULLETS
-                )
-            ):
+            while _CODE_NAME.search(name) and len(keep) > 1 and _full(keep, text, budget):
                 keep.pop()
-            if len(keep) >= MAX_BULLETS:
-                break
-            if sum(len(c.unit.text) + 6 for c in keep) + len(text) + 6 > budget:
+            if _full(keep, text, budget):
                 break
             chosen = [*keep, replace(item, unit=replace(item.unit, text=text, kind="command"))]
             quoted += " " + text.lower()

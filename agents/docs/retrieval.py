@@ -409,16 +409,15 @@ class Retriever:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
         # Porting notes are short and dense with names: past the first one they crowd the docs out.
-        left_out = set([i for i in ranked if i in self.note_chunks][MAX_NOTES:])
+        notes = [i for i in ranked if i in self.note_chunks]
+        left_out = set(notes[MAX_NOTES:])
         ranked = [i for i in ranked if i not in left_out]
         out = self.passages(ranked, fused, k, focus)
         # ... yet the best note within reach is offered too: the docs' passages outrank a note that
         # answers a question people ask in their words (a note is one short chunk, BM25 and the
         # dense list each find it once), so it joins as one passage more.
-        if not any(p.chunk_id in self.note_chunks for p in out):
-            note = next((i for i in ranked[: NOTE_REACH * k] if i in self.note_chunks), None)
-            if note is not None:
-                out += [replace(p, reach=True) for p in self.passages([note], fused, 1, focus)]
+        if notes and notes[0] in ranked[: NOTE_REACH * k] and all(p.chunk_id != notes[0] for p in out):
+            out += [replace(p, reach=True) for p in self.passages(notes[:1], fused, 1, focus)]
         return out
 
     def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:
