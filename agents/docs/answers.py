@@ -45,6 +45,7 @@ from hipbot.agents.docs.retrieval import (
     IDENT,
     Passage,
     Retriever,
+    asked_part,
     expand_query,
     query_terms,
     translated_names,
@@ -350,6 +351,19 @@ class Answerer:
 
     # -- retrieval --
 
+    def _asked_options(
+        self, question: str, options: list[tuple[str | None, list[OptionRow]]]
+    ) -> list[tuple[str | None, list[OptionRow]]]:
+        """The options a question asks about: of a question whose other sentences tell its setting
+        ("After compiling with -fgpu-rdc, linking fails ... Which library should I link?"), only
+        those its asking sentence names, and the nvcc flags it asks to replace; an option named
+        as the setting is searched for, not defined in a line that would fill the answer."""
+        asked = asked_part(question)
+        if asked == question:
+            return options
+        named = {rows[0].name for _, rows in self.options.find(asked)}
+        return [(flag, rows) for flag, rows in options if flag or rows[0].name in named]
+
     def _retrieve_and_answer(
         self,
         question: str,
@@ -370,7 +384,7 @@ class Answerer:
         fact_lines, records, table_sources = (
             self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
         )
-        option_text, option_sources = option_lines(options, lang)
+        option_text, option_sources = option_lines(self._asked_options(question, options), lang)
         fact_lines.extend(option_text)
         if unknown:
             extra_lines, extra_records = self._did_you_mean(unknown, lang)

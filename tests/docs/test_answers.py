@@ -119,3 +119,15 @@ def test_the_chunks_beside_a_passage_in_its_section_join_the_sentence_pool(engin
     first = next(i for i in key if key.get(i - 1) not in (None, key[i]) and key.get(i + 1) == key[i])
     (start,) = retriever.passages([first], {first: 1.0}, 1)
     assert [p.chunk_id for p in retriever.neighbours([start])] == [first + 1]
+
+
+def test_an_option_named_only_as_the_setting_is_not_defined_in_the_answer(engine) -> None:
+    option_line = "`--fgpu-rdc` (compiler/tool option)"
+    setting = engine.ask(
+        'After compiling each file with -fgpu-rdc, linking fails with "undefined reference to '
+        '`__hip_fatbin`". What should I pass when linking?'
+    )
+    assert setting.mode == "extractive" and option_line not in setting.answer
+    assert "fatbin" in setting.answer or "link" in setting.answer
+    asked = engine.ask("My project builds with hipcc. How do I use -fgpu-rdc when linking the objects?")
+    assert asked.mode == "extractive" and option_line in asked.answer
