@@ -5,7 +5,8 @@ button).
 Every sentence, table row and code block of the retrieved passages (``sentences.units``) is scored
 by how close its stored sentence embedding is to the question (``Retriever.segment_scores``), how
 much of the question's weighted vocabulary it holds, and the rank of its passage; a long sentence
-scores a little less (it holds more words and fills the budget alone). The best one becomes a
+scores a little less (it holds more words and fills the budget alone), and one giving a number
+scores more when the question asks how many or how large. The best one becomes a
 direct first sentence; when several score close to it, 2-4 bullets instead, where a unit that
 only names what a chosen one already names loses its bonus for naming it. A code block
 that follows a chosen sentence is kept whole when the question asks how to do something.
@@ -38,6 +39,7 @@ NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variab
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
 SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something specific
 SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`AMD_SERIALIZE_KERNEL=3`)
+AMOUNT_BONUS = 0.05  # a sentence that gives a number, for a question that asks how many or how large
 VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`HIP_PLATFORM=nvidia`)
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
@@ -77,6 +79,13 @@ _ASKS_WHAT_TO_DO = re.compile(
     r"\bis there\b|\bany (?:way|setting|option|flag)\b|\bis it possible\b|\ba way to\b|instead|怎么|如何|怎样|哪个|需要|可以|能不能|要不要",
     re.IGNORECASE,
 )
+_ASKS_AMOUNT = re.compile(
+    r"\bhow (?:many|much|large|big|wide)\b|\bwhat(?:'s| is| are)\b[^?]{0,40}?\b(?:sizes?|limits?|maximum|max|"
+    r"number|count|width)\b|多大|多少|上限|最大",
+    re.IGNORECASE,
+)
+# A number that is an amount (64, 1024 threads, 64 KB), not a version (6.2), a year or part of a name.
+_AMOUNT = re.compile(r"(?<![\w.\-/#])(?<!ROCm )(?<!HIP )(?<!CUDA )(?!(?:19|20)\d\d\b)\d+(?![\w.\-/]\w)")
 _ASKS_CODE = re.compile(
     r"\b(?:example|command|code|syntax|snippet)\b|\bhow (?:do|can) (?:i|we|you) "
     r"(?:build|compile|link|run|install|launch|call|write|set|use)\b|示例|例子|命令|代码",
@@ -240,6 +249,7 @@ def score_units(
     holds each chunk's sentence embeddings as (start, end, cosine with the question). For a
     question that asks what to do, a unit naming what to use scores higher."""
     what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
+    amount = bool(_ASKS_AMOUNT.search(question))
     keys = [(t, w, _IDENT_TERM.match(t) is not None) for t, w in terms]
     groups = _groups(question, [t for t, _, _ in keys])
     total = _credit(keys, groups, [True] * len(keys)) or 1.0
@@ -272,6 +282,8 @@ def score_units(
                 bonus = min(bonus, SPECIFIC_BONUS)
             else:
                 bonus += setting  # the setting itself, not only its name
+            if amount and unit.kind != "code" and _AMOUNT.search(unit.text):
+                bonus += AMOUNT_BONUS  # "64 threads" answers "what is the warp size"
             score += bonus
             factor = 1.0
             if setting and unit.kind == "command":

@@ -478,3 +478,16 @@ def test_a_gpu_product_name_is_searched_as_its_own_gfx_target() -> None:
     assert target("RX 7900 XTX build fails") == ["gfx1100"]
     assert target("vLLM on MI300X") == ["gfx942"] and target("vLLM on MI355X") == ["gfx950"]
     assert target("Radeon VII support") == ["gfx906"] and target("RX 580 support") == ["gfx803"]
+
+
+def test_a_sentence_giving_a_number_answers_a_question_that_asks_how_many_or_how_large() -> None:
+    text = (
+        "The warp size of these GPUs decides how reductions are written in ROCm 6.2.\n\n"
+        "The warp size is 64 threads.\n"
+    )
+    terms = [("warp", 1.0), ("size", 1.0), ("gpus", 0.2)]
+    for question in ("What is the warp size on these GPUs?", "这些 GPU 的 warp 有多大？"):
+        out = compose(question, [passage(text)], terms, {})
+        assert out.text.splitlines()[0].lstrip("- ").startswith("The warp size is 64"), (question, out.text)
+    other = compose("Why does the warp size matter on these GPUs?", [passage(text)], terms, {})
+    assert other.text.splitlines()[0].lstrip("- ").startswith("The warp size of these GPUs"), other.text
