@@ -6,7 +6,8 @@ Every sentence, table row and code block of the retrieved passages (``sentences.
 by how close its stored sentence embedding is to the question (``Retriever.segment_scores``), how
 much of the question's weighted vocabulary it holds, and the rank of its passage; a long sentence
 scores a little less (it holds more words and fills the budget alone), and one giving a number
-scores more when the question asks how many or how large. The best one becomes a
+scores more when the question asks how many or how large, one saying what a term is when it asks
+what that term is. The best one becomes a
 direct first sentence; when several score close to it, 2-4 bullets instead, where a unit that
 only names what a chosen one already names loses its bonus for naming it. A code block
 that follows a chosen sentence is kept whole when the question asks how to do something.
@@ -40,6 +41,7 @@ DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what 
 SPECIFIC_BONUS = 0.02  # for any other question: a sentence that names something specific
 SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`AMD_SERIALIZE_KERNEL=3`)
 AMOUNT_BONUS = 0.05  # a sentence that gives a number, for a question that asks how many or how large
+DEFINES_BONUS = 0.1  # a sentence that says what a term is, for a question that asks what it is
 VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`HIP_PLATFORM=nvidia`)
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
@@ -86,6 +88,12 @@ _ASKS_AMOUNT = re.compile(
 )
 # A number that is an amount (64, 1024 threads, 64 KB), not a version (6.2), a year or part of a name.
 _AMOUNT = re.compile(r"(?<![\w.\-/#])(?<!ROCm )(?<!HIP )(?<!CUDA )(?!(?:19|20)\d\d\b)\d+(?![\w.\-/]\w)")
+# "what is the LDS (on AMD GPUs)?", "what does XNACK mean?", "什么是 LDS", "LDS 是什么": the term asked about
+_ASKS_WHAT_IS = re.compile(
+    r"^\s*what(?:'s| is| are| does)\s+(?:an?\s+|the\s+)?([A-Za-z][\w-]*)(?=\s*\?|\s*$|\s+(?:on|in|for|mean|stand)\b)"
+    r"|什么是\s*([A-Za-z][\w-]*)|([A-Za-z][\w-]*)\s*(?:是什么|是啥)",
+    re.IGNORECASE,
+)
 _ASKS_CODE = re.compile(
     r"\b(?:example|command|code|syntax|snippet)\b|\bhow (?:do|can) (?:i|we|you) "
     r"(?:build|compile|link|run|install|launch|call|write|set|use)\b|示例|例子|命令|代码",
@@ -199,6 +207,21 @@ def _setting(text: str, question: str) -> float:
     return SETTING_BONUS + (VALUE_BONUS if named else 0.0)
 
 
+def _defines(text: str, term: str) -> bool:
+    """Whether a unit says what ``term`` is: "Local Data Share (LDS)", "LDS (local data share)",
+    "XNACK (the GPU's ability to retry ...)", "hipRTC is a library ...", "... stands for ..."."""
+    at = re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", text, re.IGNORECASE)
+    if at is None:
+        return False
+    after = text[at.end() :].lstrip("`*")
+    if re.match(r"\s*(?:\(|,\s+(?:an?|the)\b|(?:is|are)\s+(?:an?|the)\b|stands for|refers to|means)", after):
+        return True
+    # an acronym spelled out before it: "local data share (LDS)"
+    words = rf"((?:[A-Za-z][\w-]*\s+){{{len(term) - 1}}}[A-Za-z][\w-]*)\s*\(`?{re.escape(term)}`?\)"
+    spelled = re.search(words, text, re.IGNORECASE)
+    return spelled is not None and "".join(w[0] for w in spelled.group(1).split()).lower() == term.lower()
+
+
 def _command(code: str) -> str | None:
     """The one line of a short code block (fences and comments aside), when it is a command or
     setting short enough to quote inline."""
@@ -250,6 +273,8 @@ def score_units(
     question that asks what to do, a unit naming what to use scores higher."""
     what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
     amount = bool(_ASKS_AMOUNT.search(question))
+    asked = _ASKS_WHAT_IS.search(question)
+    subject = next((g for g in asked.groups() if g), "") if asked else ""
     keys = [(t, w, _IDENT_TERM.match(t) is not None) for t, w in terms]
     groups = _groups(question, [t for t, _, _ in keys])
     total = _credit(keys, groups, [True] * len(keys)) or 1.0
@@ -284,6 +309,8 @@ def score_units(
                 bonus += setting  # the setting itself, not only its name
             if amount and unit.kind != "code" and _AMOUNT.search(unit.text):
                 bonus += AMOUNT_BONUS  # "64 threads" answers "what is the warp size"
+            if subject and unit.kind != "code" and _defines(unit.text, subject):
+                bonus += DEFINES_BONUS  # "The Local Data Share (LDS) is ..." answers "what is the LDS"
             score += bonus
             factor = 1.0
             if setting and unit.kind == "command":

@@ -491,3 +491,19 @@ def test_a_sentence_giving_a_number_answers_a_question_that_asks_how_many_or_how
         assert out.text.splitlines()[0].lstrip("- ").startswith("The warp size is 64"), (question, out.text)
     other = compose("Why does the warp size matter on these GPUs?", [passage(text)], terms, {})
     assert other.text.splitlines()[0].lstrip("- ").startswith("The warp size of these GPUs"), other.text
+
+
+def test_a_sentence_saying_what_a_term_is_answers_a_question_that_asks_what_it_is() -> None:
+    text = (
+        "Kernels use the LDS of the GPU for tiles, and the LDS of the GPU is read by every thread.\n\n"
+        "The local data share (LDS) is a scratch pad memory.\n"
+    )
+    terms = [("lds", 1.5), ("gpu", 0.2)]
+    for question in ("What is the LDS on the GPU?", "什么是 LDS？"):
+        out = compose(question, [passage(text)], terms, {})
+        assert out.text.splitlines()[0].lstrip("- ").startswith("The local data share (LDS)"), (
+            question,
+            out.text,
+        )
+    other = compose("How do kernels use the LDS on the GPU?", [passage(text)], terms, {})
+    assert other.text.splitlines()[0].lstrip("- ").startswith("Kernels use the LDS"), other.text
