@@ -35,6 +35,7 @@ LEXICAL_WEIGHT = 0.45
 RANK_WEIGHT = 0.04
 BULLET_RATIO = 0.8  # a second unit within this share of the best score makes the answer a list
 KEEP_RATIO = 0.55  # units below this share of the best score are never quoted
+SOURCE_RATIO = 0.7  # ... nor below this share when they would cite one more passage
 NEXT_BONUS = 0.04  # the sentence right after the best one often finishes its thought
 NAMES_BONUS = 0.05  # a sentence that names what to use (a macro, option, variable, API) ...
 DIRECTIVE_BONUS = 0.04  # ... and says to use it, for a question that asks what to do
@@ -359,7 +360,9 @@ def _value(item: Scored, quoted: str) -> float:
 def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...] = ()) -> list[Scored]:
     """The best unit, then the next best that are close enough, whole (a unit that does not fit is
     skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
-    are chosen. A unit that only names what a chosen one or the fact lines (``said``) already name
+    are chosen; a unit from a passage not yet cited must be closer (``SOURCE_RATIO``): a bullet
+    from another page that is only near the question reads as noise under the answer. A unit that
+    only names what a chosen one or the fact lines (``said``) already name
     ranks without its bonus; one that says what they say is not quoted again. A note offered from
     beyond the passages (``Passage.reach``) is quoted first or not at all: under the docs' answer
     its sentence is only near the question, not part of the answer."""
@@ -377,6 +380,8 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...
             if item.passage not in cited and len(cited) >= passages:
                 continue
             if chosen and item.reach and item.passage not in cited:
+                continue
+            if chosen and item.passage not in cited and value < SOURCE_RATIO * chosen[0].score:
                 continue
             text = item.unit.text
             cost = len(text) + 6

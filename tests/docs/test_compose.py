@@ -507,3 +507,13 @@ def test_a_sentence_saying_what_a_term_is_answers_a_question_that_asks_what_it_i
         )
     other = compose("How do kernels use the LDS on the GPU?", [passage(text)], terms, {})
     assert other.text.splitlines()[0].lstrip("- ").startswith("Kernels use the LDS"), other.text
+
+
+def test_a_bullet_from_another_passage_must_score_closer_to_the_best_than_one_of_the_same() -> None:
+    terms = weights("alpha", "beta", "gamma")
+    best = "Alpha beta gamma are set in the build file."
+    near = "Alpha and beta come from a different guide page."
+    other = compose("alpha beta gamma?", [passage(best), passage(near, 2, path="HIP/docs/y.rst")], terms, {})
+    assert other.text.startswith(best) and near not in other.text, other.text
+    same = compose("alpha beta gamma?", [passage(f"{best}\n\n{near}\n")], terms, {})
+    assert same.text.startswith(best) and near in same.text, same.text
