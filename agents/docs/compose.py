@@ -60,6 +60,10 @@ _HOW_TO = re.compile(
 )
 _CODE_NAME = re.compile(r"_|^-")  # a variable, macro or option rather than a product or library
 _FILLER = re.compile(r"[:,]$")
+# A sentence that leans on the one before it: "This ...", "It ...", "... docs warn it hurts ..."
+_LEANS = re.compile(
+    r"^(?:this|these|that|those|it|they|such|both|either)\b|^[^.;:]{0,50}\b(?:it|them|they)\b", re.IGNORECASE
+)
 _FRAGMENT = re.compile(r"^(?:[\"']\s*[,)]|[)\]},;])")  # a "sentence" split out of code: starts inside a call
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
@@ -461,6 +465,44 @@ def _add_named(
     return chosen
 
 
+def _with_antecedents(
+    chosen: list[Scored], scored: list[Scored], passages: list[Passage], budget: int, said: tuple[str, ...]
+) -> list[Scored]:
+    """A chosen sentence that leans on the one right before it ("It hurts performance on discrete
+    GPUs", "Linking objects without them fails") is preceded by that sentence when it fits, in
+    place of the last bullets if need be: the sentence it refers to names what "it" is. One the
+    fact lines (``said``) already quote is not quoted again."""
+    out = list(chosen)
+    for item in chosen:
+        if item.unit.kind != "sentence" or not _LEANS.match(item.unit.text):
+            continue
+        text = passages[item.passage].text
+        before = [
+            s
+            for s in scored
+            if s.passage == item.passage
+            and s.unit.kind == "sentence"
+            and s.unit.end <= item.unit.start
+            and not text[s.unit.end : item.unit.start].strip(" \n\t-*")
+        ]
+        if not before or any(_similar(before[0].unit.text, line) for line in said):
+            continue
+        lead = before[0]
+        if lead in out:
+            if out.index(lead) > out.index(item):  # quoted after the sentence that leans on it
+                out.remove(lead)
+                out.insert(out.index(item), replace(lead, score=item.score))
+            continue
+        keep = list(out)
+        while len(keep) > 1 and keep[-1] is not item and _full(keep, lead.unit.text, budget):
+            keep.pop()  # the last bullets give way to what the sentence leans on
+        if _full(keep, lead.unit.text, budget):
+            continue
+        keep.insert(keep.index(item), replace(lead, score=item.score))
+        out = keep
+    return out
+
+
 def _code_after(item: Scored, passage: Passage, terms: list[str], asks_code: bool) -> str | None:
     """The code block right after a chosen sentence, when the question asks for code or the block
     shows one of the question's identifiers."""
@@ -509,6 +551,7 @@ def compose(
     chosen = _pick(scored, room, listed, tuple(fact_lines))
     names = [t for t, w in terms if w >= NAME_WEIGHT]
     chosen = _add_named(chosen, scored, names, tuple(fact_lines), room, passages, listed)
+    chosen = _with_antecedents(chosen, scored, passages, room, tuple(fact_lines))
     if not chosen and not fact_lines:
         shown = passages[:listed]
         return Composed(

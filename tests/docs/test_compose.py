@@ -517,3 +517,15 @@ def test_a_bullet_from_another_passage_must_score_closer_to_the_best_than_one_of
     assert other.text.startswith(best) and near not in other.text, other.text
     same = compose("alpha beta gamma?", [passage(f"{best}\n\n{near}\n")], terms, {})
     assert same.text.startswith(best) and near in same.text, same.text
+
+
+def test_a_sentence_that_leans_on_the_one_before_it_is_preceded_by_it() -> None:
+    terms = weights("discrete", "performance", "slow")
+    lead = "Set `GGML_UMA=1` to share host memory with an APU."
+    leaning = "It hurts performance on discrete cards and is slow there, so use it only on an APU."
+    out = compose("why is it slow on my discrete card?", [passage(f"{lead} {leaning}\n")], terms, {})
+    lines = out.text.splitlines()
+    assert lines[0].lstrip("- ").startswith(lead) and leaning in lines[1], out.text
+    plain = "Unified memory hurts performance on discrete cards and is slow there, so use it only on an APU."
+    alone = compose("why is it slow on my discrete card?", [passage(f"{lead} {plain}\n")], terms, {})
+    assert alone.text.startswith(plain) and lead not in alone.text, alone.text
