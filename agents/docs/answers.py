@@ -8,7 +8,8 @@ row the docs contradict (a newer HIP has it) is said to disagree, with both vers
 questions go through hybrid retrieval (``retrieval.py``), then either an LLM that may only use and
 cite the retrieved passages (when ``HIPBOT_LLM_URL`` is set, ``generate.py``) or a composed answer:
 a direct sentence or 2-4 bullets from the best-scoring sentences (``scoring.py``), with citations
-(``compose.py``). The full passages stay behind "More" (``Answer.more``). Fixed words follow the asker's language.
+(``compose.py``). The full passages stay behind "More" (``Answer.more``). Fixed words follow the
+asker's language.
 
 This module is the public entry: ``ask``, ``get_answerer``, ``check_question``, ``Answer``.
 """
