@@ -35,6 +35,7 @@ from hipbot.agents.docs.lookup import (
     asks_more,
     brief,
     content_terms,
+    cuda_named,
     describe,
     extra_terms,
     is_conceptual,
@@ -280,8 +281,13 @@ class Answerer:
         return declared
 
     def _did_you_mean(self, unknown: list[tuple[str, list[str]]], lang: str) -> tuple[list[str], list[dict]]:
+        """A "did you mean" line for each unknown name with near misses; one saying hipify leaves it
+        as it is for an unknown CUDA name without any. Another unknown name with none (a word such
+        as "hipifying", a package such as ``rocr4wsl``) is only searched for."""
         lines, records = [], []
         for token, suggestions in unknown:
+            if not suggestions and not cuda_named(token):
+                continue
             if not suggestions:
                 lines.append(label("unknown_name", lang, token=token))
                 records.append({"query": token, "found": False, "suggestions": []})

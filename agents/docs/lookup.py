@@ -18,6 +18,8 @@ MAX_APIS = 8
 _API_PREFIX = re.compile(
     r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC|hip|HIP|roc|miopen)"
 )
+# The names hipify converts: "hipify leaves it unconverted" says something about these only
+_CUDA_NAME = re.compile(r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC)")
 _CONCEPTUAL = re.compile(
     r"\b(why|how (?:do|does|did|can|could|should|to|is|are)|explain|differen\w*|compare|wrong|incorrect|"
     r"slow\w*|faster|performance|crash\w*|hang\w*|fail\w*|bug|problem|debug\w*|what happens|"
@@ -209,6 +211,12 @@ def _api_shaped(token: str) -> bool:
     if token.isalpha() and token.isupper():
         return False
     return bool("_" in token or re.search(r"\d|[a-z][A-Z]", token) or _API_PREFIX.match(token))
+
+
+def cuda_named(token: str) -> bool:
+    """Whether an unknown name is CUDA's (``cudaFooBar``, ``__nanosleep``), not a word or a package
+    that only starts like a HIP or ROCm name (``hipifying``, ``rocr4wsl``, ``HIPManagedSpace``)."""
+    return bool(_CUDA_NAME.match(token))
 
 
 class ApiIndex:

@@ -79,6 +79,14 @@ def test_near_miss_gets_a_did_you_mean(engine) -> None:
     ]
 
 
+def test_an_unknown_word_that_only_starts_like_a_hip_name_is_searched_not_reported(engine) -> None:
+    answer = engine.ask("hipifying the NVIDIA samples fails on windows.h; how do I skip that block?")
+    assert "`hipifying` is in neither" not in answer.answer
+    assert all(a.get("query") != "hipifying" for a in answer.apis)
+    package = engine.ask("amdgpu-install --usecase=wsl,rocm fails: unable to locate rocr4wsl. Why?")
+    assert "`rocr4wsl` is in neither" not in package.answer and package.sources
+
+
 @pytest.mark.parametrize(
     ("question", "expected_path", "fact"),
     [
