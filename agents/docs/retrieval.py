@@ -221,9 +221,19 @@ def expand_query(question: str) -> str:
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+")
 
 
+_CJK_CLAUSE_END = re.compile(r"(?<=[。！？；，?!;,])")
+_CJK_ASKS = re.compile(r"[？?]$|吗|什么|怎么|怎样|如何|哪|能不能|是否|有没有|要不要")
+
+
 def asked_part(question: str) -> str:
     """The sentence of a question that asks (the last one ending in "?", else the last one), when
-    it has other sentences that tell the setting; else the question itself."""
+    it has other sentences that tell the setting; else the question itself. A Chinese question
+    tells its setting in clauses ("……编译成 .o，链接时报 ……，需要链接哪个库？"): its asking clause
+    is the last one with a question word or mark."""
+    if has_cjk(question):
+        clauses = [p for p in _CJK_CLAUSE_END.split(question.strip()) if len(p.strip()) >= 4]
+        asking = [p for p in clauses if _CJK_ASKS.search(p.strip())]
+        return asking[-1].strip() if len(clauses) >= 2 and asking else question
     parts = [p for p in _SENTENCE_END.split(question.strip()) if len(p.split()) >= 3]
     if len(parts) < 2:
         return question
@@ -303,8 +313,8 @@ class Retriever:
             return None
         if self._last_query is None or self._last_query[0] != text:
             ask = asked_part(question)
-            if ask != question and not has_cjk(question):
-                whole, part = self._embed(text, expand_query(ask))
+            if ask != question and self.dense_text(ask).strip():
+                whole, part = self._embed(text, self.dense_text(ask))
                 self._last_query = (text, whole, (1 - ASK_WEIGHT) * whole + ASK_WEIGHT * part)
             else:
                 (whole,) = self._embed(text)

@@ -258,6 +258,10 @@ def test_the_asking_sentence_of_a_question_that_tells_its_setting_first() -> Non
     assert asked_part("My build fails on MI250. Please help, it says gfx90a is unknown") == (
         "Please help, it says gfx90a is unknown"
     )
+    # a Chinese question tells its setting in clauses and asks in the last one with a question word
+    zh = '每个文件都用 -fgpu-rdc 编译成 .o，链接时报 "undefined reference"，需要额外链接哪个库？'
+    assert asked_part(zh) == "需要额外链接哪个库？"
+    assert asked_part("共享内存在 AMD GPU 上有多大？") == "共享内存在 AMD GPU 上有多大？"
 
 
 def test_chinese_questions_get_the_docs_english_words_for_building_debugging_and_llm_work() -> None:
