@@ -128,7 +128,9 @@ def test_an_option_named_only_as_the_setting_is_not_defined_in_the_answer(engine
         '`__hip_fatbin`". What should I pass when linking?'
     )
     assert setting.mode == "extractive" and option_line not in setting.answer
-    zh = engine.ask('每个源文件都用 -fgpu-rdc 编译，链接时报 "undefined reference to `__hip_fatbin`"，该怎么链接？')
+    zh = engine.ask(
+        '每个源文件都用 -fgpu-rdc 编译，链接时报 "undefined reference to `__hip_fatbin`"，该怎么链接？'
+    )
     assert zh.mode == "extractive" and "`--fgpu-rdc`（" not in zh.answer
     assert "fatbin" in setting.answer or "link" in setting.answer
     asked = engine.ask("My project builds with hipcc. How do I use -fgpu-rdc when linking the objects?")
