@@ -252,8 +252,12 @@ def _with_antecedents(
     place of the last bullets if need be: the sentence it refers to names what "it" is. One the
     fact lines (``said``) already quote is not quoted again."""
     out = list(chosen)
+
+    def at(unit: Scored) -> int | None:
+        return next((i for i, o in enumerate(out) if (o.passage, o.unit) == (unit.passage, unit.unit)), None)
+
     for item in chosen:
-        if item.unit.kind != "sentence" or not _LEANS.match(item.unit.text):
+        if at(item) is None or item.unit.kind != "sentence" or not _LEANS.match(item.unit.text):
             continue
         text = passages[item.passage].text
         before = [
@@ -266,19 +270,19 @@ def _with_antecedents(
         ]
         if not before or any(_similar(before[0].unit.text, line) for line in said):
             continue
-        lead = before[0]
-        if lead in out:
-            if out.index(lead) > out.index(item):  # quoted after the sentence that leans on it
-                out.remove(lead)
-                out.insert(out.index(item), replace(lead, score=item.score))
+        lead = replace(before[0], score=out[at(item)].score)
+        placed = at(lead)
+        if placed is not None:
+            if placed > at(item):  # quoted after the sentence that leans on it
+                out.pop(placed)
+                out.insert(at(item), lead)
             continue
-        keep = list(out)
-        while len(keep) > 1 and keep[-1] is not item and _full(keep, lead.unit.text, budget):
-            keep.pop()  # the last bullets give way to what the sentence leans on
-        if _full(keep, lead.unit.text, budget):
-            continue
-        keep.insert(keep.index(item), replace(lead, score=item.score))
-        out = keep
+        kept = len(out)
+        while kept > 1 and kept - 1 != at(item) and _full(out[:kept], lead.unit.text, budget):
+            kept -= 1  # the last bullets give way to what the sentence leans on
+        if not _full(out[:kept], lead.unit.text, budget):
+            out = out[:kept]
+            out.insert(at(item), lead)
     return out
 
 

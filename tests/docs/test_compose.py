@@ -533,3 +533,13 @@ def test_a_sentence_that_leans_on_the_one_before_it_is_preceded_by_it() -> None:
     plain = "Unified memory hurts performance on discrete cards and is slow there, so use it only on an APU."
     alone = compose("why is it slow on my discrete card?", [passage(f"{lead} {plain}\n")], terms, {})
     assert alone.text.startswith(plain) and lead not in alone.text, alone.text
+
+
+def test_sentences_that_lean_on_each_other_in_a_chain_are_quoted_in_their_order() -> None:
+    first = "Set `GGML_UMA=1` to share host memory with an APU of the board."
+    second = "It makes discrete cards slow, as memory is read over the bus."
+    third = "They stay slow on discrete cards however the slow memory is tuned."
+    terms = weights("discrete", "slow", "memory", "cards")
+    out = compose("why are discrete cards slow?", [passage(f"{first} {second} {third}\n")], terms, {})
+    lines = [line.lstrip("- ") for line in out.text.splitlines()]
+    assert [line[:20] for line in lines] == [first[:20], second[:20], third[:20]], out.text
