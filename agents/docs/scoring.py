@@ -28,6 +28,9 @@ SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`
 VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`HIP_PLATFORM=nvidia`)
 AMOUNT_BONUS = 0.05  # a sentence that gives a number, for a question that asks how many or how large
 DEFINES_BONUS = 0.1  # a sentence that says what a term is, for a question that asks what it is
+POINTER_FACTOR = (
+    0.7  # a sentence that only points elsewhere ("For more information, see ...") scores this share
+)
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
@@ -38,6 +41,12 @@ MIN_WORDS = 4  # fewer words (a bare name, a heading-like fragment) is never the
 # An API, type or variable name among the search words: matched whole, not by its first five letters
 IDENT_TERM = re.compile(r"^(?=\w*_|(?:hip|cuda|cu[a-z]|roc|miopen|nvrtc)\w{3})\w{6,}$")
 _FILLER = re.compile(r"[:,]$")
+# A sentence that points elsewhere; quoted without its link it tells the reader nothing
+_POINTER = re.compile(
+    r"^(?:for (?:more|further|additional) (?:information|details)|for details|see |refer to |please refer|"
+    r"more information (?:is|can be)|to learn more|the following (?:table|section|figure|list|example)s? )",
+    re.IGNORECASE,
+)
 _FRAGMENT = re.compile(r"^(?:[\"']\s*[,)]|[)\]},;])")  # a "sentence" split out of code: starts inside a call
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
@@ -226,6 +235,8 @@ def score_units(
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:
                 factor = 0.6  # csv-table cells, console output, run-on text
+            elif _POINTER.match(unit.text):
+                factor = POINTER_FACTOR  # "For more information, see ...": where to read, not the answer
             elif len(unit.text) > LONG_CHARS:
                 # a long sentence holds more of the question's words and fills the budget alone
                 factor = 1 - LONG_PENALTY * (len(unit.text) - LONG_CHARS) / 100

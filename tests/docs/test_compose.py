@@ -543,3 +543,13 @@ def test_sentences_that_lean_on_each_other_in_a_chain_are_quoted_in_their_order(
     out = compose("why are discrete cards slow?", [passage(f"{first} {second} {third}\n")], terms, {})
     lines = [line.lstrip("- ") for line in out.text.splitlines()]
     assert [line[:20] for line in lines] == [first[:20], second[:20], third[:20]], out.text
+
+
+def test_a_sentence_that_only_points_elsewhere_gives_way_to_one_that_answers() -> None:
+    text = (
+        "For more information on the stack size flag of the compiler, see the compiler reference.\n\n"
+        "The stack size flag sets the compiler's limit.\n"
+    )
+    terms = weights("stack", "size", "flag", "compiler")
+    out = compose("which compiler flag sets the stack size?", [passage(text)], terms, {})
+    assert out.text.lstrip("- ").startswith("The stack size flag sets"), out.text
