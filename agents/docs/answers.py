@@ -42,6 +42,7 @@ from hipbot.agents.docs.lookup import (
     order_rows,
     roc_pages,
 )
+from hipbot.agents.docs.notes import PACKAGED
 from hipbot.agents.docs.options import OptionIndex, OptionRow, ProseChunk, extract, option_lines
 from hipbot.agents.docs.retrieval import (
     IDENT,
@@ -362,14 +363,21 @@ class Answerer:
         self, question: str, options: list[tuple[str | None, list[OptionRow]]]
     ) -> list[tuple[str | None, list[OptionRow]]]:
         """The options a question asks about: of a question whose other sentences tell its setting
-        ("After compiling with -fgpu-rdc, linking fails ... Which library should I link?"), only
-        those its asking sentence names, and the nvcc flags it asks to replace; an option named
-        as the setting is searched for, not defined in a line that would fill the answer."""
+        ("After compiling with -fgpu-rdc, linking fails ... Which library should I link?"), those
+        its asking sentence names and the nvcc flags it asks to replace. An option named only as
+        the setting keeps its line when a porting note defines it (the note's first sentence
+        answers the problem people have with it: "hipcc --hip-link a.o b.o fails" gets
+        "compile every object with -fgpu-rdc and pass -fgpu-rdc --hip-link"), not when the docs'
+        option table does: the user already uses the option the table describes."""
         asked = asked_part(question)
         if asked == question:
             return options
         named = {rows[0].name for _, rows in self.options.find(asked)}
-        return [(flag, rows) for flag, rows in options if flag or rows[0].name in named]
+        return [
+            (flag, rows)
+            for flag, rows in options
+            if flag or rows[0].name in named or rows[0].path.startswith(f"{PACKAGED}/")
+        ]
 
     def _retrieve_and_answer(
         self,

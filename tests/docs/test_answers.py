@@ -121,7 +121,7 @@ def test_the_chunks_beside_a_passage_in_its_section_join_the_sentence_pool(engin
     assert [p.chunk_id for p in retriever.neighbours([start])] == [first + 1]
 
 
-def test_an_option_named_only_as_the_setting_is_not_defined_in_the_answer(engine) -> None:
+def test_an_option_named_only_as_the_setting_is_defined_only_by_a_porting_note(engine) -> None:
     option_line = "`--fgpu-rdc` (compiler/tool option)"
     setting = engine.ask(
         'After compiling each file with -fgpu-rdc, linking fails with "undefined reference to '
@@ -133,5 +133,11 @@ def test_an_option_named_only_as_the_setting_is_not_defined_in_the_answer(engine
     )
     assert zh.mode == "extractive" and "`--fgpu-rdc`（" not in zh.answer
     assert "fatbin" in setting.answer or "link" in setting.answer
+    # ... but a porting note's definition, which answers the problem people have with it, stays
+    noted = engine.ask(
+        "I compile each file with hipcc -c and link with `hipcc --hip-link a.o b.o`. "
+        "Why does linking fail with an undefined reference to my __constant__ variable?"
+    )
+    assert "`--hip-link` (compiler/tool option)" in noted.answer and "-fgpu-rdc" in noted.answer
     asked = engine.ask("My project builds with hipcc. How do I use -fgpu-rdc when linking the objects?")
     assert asked.mode == "extractive" and option_line in asked.answer
