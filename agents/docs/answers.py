@@ -215,7 +215,10 @@ class Answerer:
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:rows_each]
-            lines.extend(brief(row, lang) if short else describe(row, hit.name, lang) for row in shown)
+            # a question naming both sides of a row (cudaMemcpyToSymbol ... hipMemcpyToSymbol)
+            # finds it twice: its one-line form is given once
+            said = [brief(row, lang) if short else describe(row, hit.name, lang) for row in shown]
+            lines.extend(line for line in said if line not in lines)
             if len(rows) > len(shown) and rows_each > 1:
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")

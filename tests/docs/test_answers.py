@@ -141,3 +141,11 @@ def test_an_option_named_only_as_the_setting_is_defined_only_by_a_porting_note(e
     assert "`--hip-link` (compiler/tool option)" in noted.answer and "-fgpu-rdc" in noted.answer
     asked = engine.ask("My project builds with hipcc. How do I use -fgpu-rdc when linking the objects?")
     assert asked.mode == "extractive" and option_line in asked.answer
+
+
+def test_a_row_the_question_names_from_both_sides_is_given_once(engine) -> None:
+    answer = engine.ask(
+        "After hipify, cudaMemcpyToSymbol became hipMemcpyToSymbol(dfactor, ...) with no wrapper. Is that right?"
+    )
+    assert answer.mode == "extractive"
+    assert answer.answer.count("`cudaMemcpyToSymbol` \u2192 `hipMemcpyToSymbol`") == 1, answer.answer
