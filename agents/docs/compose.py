@@ -145,10 +145,10 @@ def _pick(scored: list[Scored], budget: int, passages: int, said: tuple[str, ...
     skipped, never cut), from at most ``passages`` passages, until the budget is spent or four
     are chosen; a unit from a passage not yet cited must be closer (``SOURCE_RATIO``): a bullet
     from another page that is only near the question reads as noise under the answer. A unit that
-    only names what a chosen one or the fact lines (``said``) already name
-    ranks without its bonus; one that says what they say is not quoted again. A note offered from
-    beyond the passages (``Passage.reach``) is quoted first or not at all: under the docs' answer
-    its sentence is only near the question, not part of the answer."""
+    only names what a chosen one or the fact lines (``said``) already name ranks without its
+    bonus; one that says what they say is not quoted again. A note offered from beyond the
+    passages (``Passage.reach``) is quoted first or not at all: under the docs' answer its
+    sentence is only near the question, not part of the answer."""
     chosen: list[Scored] = []
     used = 0
     quoted = " ".join(said).lower()
