@@ -15,13 +15,10 @@ from hipbot.agents.hipify.mappings import ApiMapping
 
 MAX_APIS = 8
 
-_API_PREFIX = re.compile(
-    r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC|hip|HIP|roc|miopen)"
-)
 # The names hipify converts: "hipify leaves it unconverted" says something about these only
-_CUDA_NAME = re.compile(
-    r"^(__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC)"
-)
+_CUDA_PREFIXES = r"__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC"
+_CUDA_NAME = re.compile(rf"^(?:{_CUDA_PREFIXES})")
+_API_PREFIX = re.compile(rf"^(?:{_CUDA_PREFIXES}|hip|HIP|roc|miopen)")
 _CONCEPTUAL = re.compile(
     r"\b(why|how (?:do|does|did|can|could|should|to|is|are)|explain|differen\w*|compare|wrong|incorrect|"
     r"slow\w*|faster|performance|crash\w*|hang\w*|fail\w*|bug|problem|debug\w*|what happens|"
