@@ -212,13 +212,18 @@ class Answerer:
         sources: list[dict[str, str]] = []
         # names the docs declare though the tables do not: one line per passage that says so
         disagreeing: dict[int, tuple[int, Passage, list[str]]] = {}
+        given: set[tuple[str, str, str | None]] = set()
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:rows_each]
-            # a question naming both sides of a row (cudaMemcpyToSymbol ... hipMemcpyToSymbol)
-            # finds it twice: its one-line form is given once
-            said = [brief(row, lang) if short else describe(row, hit.name, lang) for row in shown]
-            lines.extend(line for line in said if line not in lines)
+            # a question naming both sides of a row (cudaMalloc ... hipMalloc) finds it twice: it
+            # is described once, from the side named first
+            lines.extend(
+                brief(row, lang) if short else describe(row, hit.name, lang)
+                for row in shown
+                if (row.library, row.cuda, row.hip) not in given
+            )
+            given.update((row.library, row.cuda, row.hip) for row in shown)
             if len(rows) > len(shown) and rows_each > 1:
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")

@@ -240,3 +240,11 @@ def test_cli_ask_and_batch_keep_order_and_survive_bad_lines(
     monkeypatch.setenv("HIPBOT_DB", str(tmp_path / "nothing.db"))
     assert main(["ask", "anything"]) == 1
     assert "hipbot ingest" in capsys.readouterr().err
+
+
+def test_a_lookup_naming_both_sides_of_a_row_describes_it_once(engine) -> None:
+    answer = engine.ask("what does cudaMalloc become, and is hipMalloc the same?")
+    assert answer.mode == "lookup"
+    assert answer.answer.count("`cudaMalloc` \u2192 `hipMalloc`") == 1, answer.answer
+    assert "equivalent of CUDA `cudaMalloc`" not in answer.answer  # the same row from the HIP side
+    assert "`cuMemAlloc`" in answer.answer  # the HIP name's other rows are still given
