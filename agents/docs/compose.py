@@ -203,6 +203,15 @@ def _full(chosen: list[Scored], text: str, budget: int) -> bool:
     return used > budget or len(chosen) >= MAX_BULLETS
 
 
+def _room(chosen: list[Scored], text: str, budget: int, least: int = 1) -> list[Scored] | None:
+    """``chosen`` less as many of its last bullets as ``text`` needs to fit beside them (at least
+    ``least`` kept), or None when it cannot fit."""
+    keep = list(chosen)
+    while len(keep) > least and _full(keep, text, budget):
+        keep.pop()
+    return None if _full(keep, text, budget) else keep
+
+
 def _add_named(
     chosen: list[Scored],
     scored: list[Scored],
@@ -233,10 +242,8 @@ def _add_named(
             text = _line_naming(item, passages[item.passage], name)
             if text is None or (item.passage not in cited and len(cited) >= listed and len(chosen) < 2):
                 continue
-            keep = list(chosen)
-            while _CODE_NAME.search(name) and len(keep) > 1 and _full(keep, text, budget):
-                keep.pop()
-            if _full(keep, text, budget):
+            keep = _room(chosen, text, budget, 1 if _CODE_NAME.search(name) else len(chosen))
+            if keep is None:
                 break
             chosen = [*keep, replace(item, unit=replace(item.unit, text=text, kind="command"))]
             quoted += " " + text.lower()
@@ -277,11 +284,9 @@ def _with_antecedents(
                 out.pop(placed)
                 out.insert(at(item), lead)
             continue
-        kept = len(out)
-        while kept > 1 and kept - 1 != at(item) and _full(out[:kept], lead.unit.text, budget):
-            kept -= 1  # the last bullets give way to what the sentence leans on
-        if not _full(out[:kept], lead.unit.text, budget):
-            out = out[:kept]
+        keep = _room(out, lead.unit.text, budget, at(item) + 1)  # the last bullets give way to it
+        if keep is not None:
+            out = keep
             out.insert(at(item), lead)
     return out
 

@@ -313,8 +313,9 @@ class Retriever:
             return None
         if self._last_query is None or self._last_query[0] != text:
             ask = asked_part(question)
-            if ask != question and self.dense_text(ask).strip():
-                whole, part = self._embed(text, self.dense_text(ask))
+            ask_text = self.dense_text(ask) if ask != question else ""
+            if ask_text.strip():
+                whole, part = self._embed(text, ask_text)
                 self._last_query = (text, whole, (1 - ASK_WEIGHT) * whole + ASK_WEIGHT * part)
             else:
                 (whole,) = self._embed(text)
