@@ -301,7 +301,7 @@ class Answerer:
                 lines.append(label("unknown_name", lang, token=token))
                 records.append({"query": token, "found": False, "suggestions": []})
                 continue
-            options = " or ".join(f"`{s}`" for s in suggestions)
+            options = label("or", lang).join(f"`{s}`" for s in suggestions)
             lines.append(label("did_you_mean", lang, token=token, options=options))
             records.append({"query": token, "found": False, "suggestions": suggestions})
         return lines, records
@@ -409,6 +409,10 @@ class Answerer:
         )
         option_text, option_sources = option_lines(self._asked_options(question, options), lang)
         fact_lines.extend(option_text)
+        # An unknown name only in the setting is a file or symbol of the user's error output
+        # (`__clang_hip_runtime_wrapper` of "'cmath' file not found"): no line of its own.
+        asked = asked_part(question)
+        unknown = [(token, near) for token, near in unknown if asked == question or token in asked]
         if unknown:
             extra_lines, extra_records = self._did_you_mean(unknown, lang)
             fact_lines.extend(extra_lines)

@@ -87,6 +87,25 @@ def test_an_unknown_word_that_only_starts_like_a_hip_name_is_searched_not_report
     assert "`rocr4wsl` is in neither" not in package.answer and package.sources
 
 
+def test_an_unknown_name_of_the_users_error_output_gets_no_line(engine) -> None:
+    """A name only in the setting (a header in the error the user quotes) is not reported as
+    something hipify leaves unconverted; one the asking sentence names still is."""
+    setting = engine.ask(
+        "Building vectorAdd with hipcc fails: __clang_hip_runtime_wrapper.h:50:10: fatal error: "
+        "'cmath' file not found. How do I fix it?"
+    )
+    assert "__clang_hip_runtime_wrapper" not in setting.answer and setting.sources
+    asked = engine.ask(
+        "My port builds. Why is cudaFrobnicateWidget left as it is, and what should I use instead?"
+    )
+    assert "`cudaFrobnicateWidget` is in neither" in asked.answer
+
+
+def test_a_chinese_did_you_mean_joins_its_names_in_chinese(engine) -> None:
+    answer = engine.ask("cudaMemcpyAsnc 在 HIP 中对应什么？")
+    assert "你是不是要找 `cudaMemcpyAsync`或`cudaMemcpy3DAsync`或`cudaMemcpy2DAsync`？" in answer.answer
+
+
 @pytest.mark.parametrize(
     ("question", "expected_path", "fact"),
     [
