@@ -40,6 +40,9 @@ RRF_K = 60
 COMMON_DF = 0.1
 MAX_NOTES = 1  # porting notes among a question's passages (notes.py); the rest are the docs'
 NOTE_REACH = 3  # ... and one is added when it ranks within this many times the passages asked for
+NOTE_POOL = 5  # the best-fused notes among which that one is chosen by the question's words it holds
+NOTE_FUSED_SHARE = 0.5  # weight of a note's fused score (relative to the first's) beside those words
+NOTE_MARGIN = 0.1  # how much more another note must score to be chosen over the best-fused one
 ASK_WEIGHT = 0.3  # share of the asking sentence in the vector that scores an answer's sentences
 
 
@@ -275,6 +278,10 @@ class Retriever:
         self.df: Counter[str] = Counter()
         self.prose_count = 0
         self.note_chunks = chunk_ids_under(db, f"{PACKAGED}/")
+        self.note_words = {
+            chunk_id: frozenset(w.lower() for w in _WORD.findall(f"{row.section} {row.text}"))
+            for chunk_id, row in load_chunks(db, list(self.note_chunks)).items()
+        }
         for section, text in prose_texts(db):
             self.df.update({w.lower() for w in _WORD.findall(f"{section} {text}")})
             self.prose_count += 1
@@ -420,7 +427,7 @@ class Retriever:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
         # Porting notes are short and dense with names: past the first one they crowd the docs out.
-        notes = [i for i in ranked if i in self.note_chunks]
+        notes = self.rank_notes([i for i in ranked if i in self.note_chunks], fused, terms, identifiers)
         left_out = set(notes[MAX_NOTES:])
         ranked = [i for i in ranked if i not in left_out]
         out = self.passages(ranked, fused, k, focus)
@@ -430,6 +437,33 @@ class Retriever:
         if notes and notes[0] in ranked[: NOTE_REACH * k] and all(p.chunk_id != notes[0] for p in out):
             out += [replace(p, reach=True) for p in self.passages(notes[:1], fused, 1, focus)]
         return out
+
+    def rank_notes(
+        self, notes: list[int], fused: dict[int, float], terms: list[str], identifiers: list[str]
+    ) -> list[int]:
+        """The fused notes, the one chosen among the first ``NOTE_POOL`` first. Notes that neighbour
+        the answer fuse as high as the one that answers, through the names they share (the note on
+        the hipify scripts, for "I ran hipconvertinplace-perl.sh on code that uses
+        thrust::cuda::par.on(stream); how should this be migrated?"); the one that answers holds
+        more of the question's rarer words (the rocThrust execution-policy note). A note's score is the weighted share of those words it holds
+        plus ``NOTE_FUSED_SHARE`` of its fused score relative to the first's; another note is
+        chosen over the best-fused one only when it scores ``NOTE_MARGIN`` more."""
+        pool = notes[:NOTE_POOL]
+        if len(pool) < 2:
+            return notes
+        weights = self.term_weights(self.selective(terms), identifiers)
+        total = sum(w for _, w in weights) or 1.0
+        top = fused[pool[0]]
+
+        def score(chunk_id: int) -> float:
+            words = self.note_words.get(chunk_id, frozenset())
+            held = sum(w for term, w in weights if words.issuperset(_WORD.findall(term) or [term]))
+            return held / total + NOTE_FUSED_SHARE * fused[chunk_id] / top
+
+        best = max(pool, key=score)
+        if score(best) < score(pool[0]) + NOTE_MARGIN:
+            return notes
+        return [best, *(i for i in notes if i != best)]
 
     def neighbours(self, passages: list[Passage], top: int = 3) -> list[Passage]:
         """The chunks right before and after each of the ``top`` best passages, in the same section

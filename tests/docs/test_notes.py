@@ -12,6 +12,7 @@ from fixtures_docs import RUNTIME, docs_settings_for, paths
 from hipbot.agents.docs.answers import Answerer, get_answerer
 from hipbot.agents.docs.ingest import ingest
 from hipbot.agents.docs.notes import MAX_NOTE_BYTES, note_files, read_note
+from hipbot.agents.docs.retrieval import expand_query, query_terms
 from hipbot.agents.docs.store import open_docs_db
 from hipbot.config import Settings, load_settings
 from hipbot.errors import HipbotError
@@ -160,3 +161,31 @@ def test_the_best_note_within_reach_joins_the_docs_passages(tmp_path: Path, docs
     engine = _ingested(tmp_path, docs_root, {"stream-order.md": order})
     passages = engine.retriever.search("Ordering: in what order does work queued on one stream run?", k=1)
     assert [p.path for p in passages] == ["HIP/docs/how-to/streams.md", "notes/local/stream-order.md"]
+
+
+def test_the_note_holding_more_of_the_question_is_chosen_among_close_ones(
+    tmp_path: Path, docs_root: Path
+) -> None:
+    scripts = _note(
+        "Converting a whole project with the hipify scripts",
+        "Run `hipconvertinplace-perl.sh DIR` on the project: it hipifies every source file in place.",
+    )
+    policy = _note(
+        "How to migrate Thrust algorithms that run on a stream",
+        "With rocThrust, code that passes `thrust::cuda::par.on(stream)` uses `thrust::hip::par.on(stream)`.",
+    )
+    engine = _ingested(tmp_path, docs_root, {"scripts.md": scripts, "policy.md": policy})
+    db = open_docs_db(engine.settings.database)
+    ids = dict(
+        db.execute("SELECT d.path, c.id FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id")
+    )
+    first, other = ids["notes/local/scripts.md"], ids["notes/local/policy.md"]
+    question = (
+        "I ran hipconvertinplace-perl.sh on code with Thrust algorithms on a stream. How do I migrate them?"
+    )
+    terms = query_terms(expand_query(question))
+    retriever = engine.retriever
+    # fused alike: the note holding the question's Thrust words goes first
+    assert retriever.rank_notes([first, other], {first: 0.030, other: 0.030}, terms, []) == [other, first]
+    # fused far apart: the words it holds beyond the first's do not make up for it
+    assert retriever.rank_notes([first, other], {first: 0.030, other: 0.010}, terms, []) == [first, other]
