@@ -35,6 +35,7 @@ from hipbot.agents.docs.lookup import (
     asks_more,
     brief,
     content_terms,
+    counterpart_line,
     cuda_named,
     describe,
     extra_terms,
@@ -230,6 +231,11 @@ class Answerer:
             for row in shown:
                 records.append(api_record(row, hit.name, self.urls))
                 sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
+            twin = self.index.counterpart(hit)
+            if twin is not None and (twin.library, twin.cuda, twin.hip) not in given:
+                lines.append(counterpart_line(twin, lang))
+                given.add((twin.library, twin.cuda, twin.hip))
+                sources.extend(self.table_sources(twin, False))
             declared = self._declared_in_hip_docs(hit.name) if all(r.hip is None for r in rows) else None
             if declared is None:
                 continue

@@ -58,6 +58,10 @@ _LABELS: dict[str, dict[str, str]] = {
         "zh": "`{token}` 既不在 HIPIFY 映射表中也不在文档中，hipify 不会转换它；请检查拼写，或参考下面的文档段落。",
     },
     "closest": {"en": "Closest match: ", "zh": "最接近的匹配："},
+    "counterpart": {
+        "en": "Its twin in the {api} has one: {row}",
+        "zh": "{api} 中的对应函数有 HIP 对应项：{row}",
+    },
     "or": {"en": " or ", "zh": "或"},
     "option_row": {"en": "`{name}` ({kind}): {text}", "zh": "`{name}`（{kind}）：{text}"},
     "kind_env": {"en": "environment variable", "zh": "环境变量"},

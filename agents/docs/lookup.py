@@ -251,6 +251,22 @@ class ApiIndex:
                 return Found(name, side, rows)
         return None
 
+    def counterpart(self, found: Found) -> ApiMapping | None:
+        """For a CUDA name with no HIP equivalent, the supported row of its twin in CUDA's other
+        API (driver ``cuFuncSetAttribute`` -> runtime ``cudaFuncSetAttribute`` -> HIP
+        ``hipFuncSetAttribute``, and back): what to rewrite the call with."""
+        if found.side != "cuda" or any(r.hip for r in found.rows):
+            return None
+        name = found.name
+        if name.startswith("cuda"):
+            twin = "cu" + name[4:]
+        elif name.startswith("cu") and name[2:3].isupper():
+            twin = "cuda" + name[2:]
+        else:
+            return None
+        rows = self.by["cuda"].get(twin, [])
+        return next((r for r in rows if r.hip and r.status == "supported" and not r.cuda_removed), None)
+
     def suggest(self, token: str, n: int = 3) -> list[str]:
         """Close names with the same first three letters (fast: a bucket, not all ~14k names)."""
         pool = self.buckets.get(token[:3].lower(), [])
@@ -432,6 +448,11 @@ def brief(row: ApiMapping, lang: str = "en") -> str:
     status = _STATUS.get(lang, _STATUS["en"])[row.status] + (f"{sep}{versions}" if versions else "")
     roc = f"; {roc_label} `{row.roc}`" if row.roc else ""
     return label("equivalent_brief", lang, cuda=row.cuda, hip=row.hip, status=status + roc)
+
+
+def counterpart_line(row: ApiMapping, lang: str = "en") -> str:
+    """The line offering ``row`` (``ApiIndex.counterpart``) for a CUDA name without a HIP equivalent."""
+    return label("counterpart", lang, api=_labels(row)[0], row=brief(row, lang))
 
 
 def api_record(row: ApiMapping, asked: str, url_of: dict[str, str]) -> dict:

@@ -12,6 +12,8 @@ from hipbot.agents.docs.answers import MAX_QUESTION_CHARS, ask
 from hipbot.cli import main
 from hipbot.errors import HipbotError
 
+DRIVER = "HIPIFY/docs/tables/CUDA_Driver_API_functions_supported_by_HIP.md"
+
 
 def test_lookup_of_a_supported_api(engine) -> None:
     answer = engine.ask("what replaces cudaMemcpyToSymbolAsync?")
@@ -34,6 +36,26 @@ def test_lookup_of_an_unsupported_api_says_so_plainly(engine) -> None:
     assert "no HIP equivalent" in answer.answer
     assert answer.apis[0]["hip"] is None and answer.apis[0]["status"] == "unsupported"
     assert paths(answer)[0] == RUNTIME
+
+
+def test_an_unsupported_driver_api_is_pointed_at_its_supported_runtime_twin(engine) -> None:
+    """cuFuncSetAttribute has no HIP row, cudaFuncSetAttribute has: the answer says which call to
+    rewrite it with, in lookups, in conceptual answers and in Chinese, and cites both tables."""
+    lookup = engine.ask("what is the HIP equivalent of cuFuncSetAttribute?")
+    assert "no HIP equivalent" in lookup.answer
+    assert "CUDA Runtime API has one: `cudaFuncSetAttribute` \u2192 `hipFuncSetAttribute`" in lookup.answer
+    assert paths(lookup)[:2] == [DRIVER, RUNTIME]
+    mixed = engine.ask(
+        "hipconvertinplace-perl.sh left my cuFuncSetCacheConfig calls unchanged. Is that a hipify bug?"
+    )
+    assert "`cudaFuncSetCacheConfig` \u2192 `hipFuncSetCacheConfig`" in mixed.answer
+    chinese = engine.ask("cuFuncSetCacheConfig 在 HIP 里怎么替换？")
+    assert (
+        "中的对应函数有 HIP 对应项：`cudaFuncSetCacheConfig` \u2192 `hipFuncSetCacheConfig`" in chinese.answer
+    )
+    # a twin the table also lacks, or none at all: no such line
+    plain = engine.ask("is cudaDeviceGetNvSciSyncAttributes supported?")
+    assert "twin" not in plain.answer
 
 
 def test_lookup_of_deprecated_apis_on_either_side(engine) -> None:
