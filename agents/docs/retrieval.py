@@ -176,7 +176,7 @@ GPU_TARGETS = _compiled(
 WAVE64 = re.compile(r"\b(MI\d{2,3}\w*|gfx9\w*|CDNA\d?|Instinct)\b", re.IGNORECASE)
 WAVE32 = re.compile(r"\b(RDNA\d?|gfx1[0-2]\w*|Radeon)\b", re.IGNORECASE)
 WAVE_TOPIC = re.compile(
-    r"warp|wave|lane|shfl|shuffle|ballot|vote|reduc|\bsums?\b|mask|\b(?:32|64)\b", re.IGNORECASE
+    r"warp|wave|lane|shfl|shuffle|ballot|vote|\breductions?\b|\bsums?\b|mask|\b(?:32|64)\b", re.IGNORECASE
 )
 
 

@@ -553,3 +553,12 @@ def test_a_sentence_that_only_points_elsewhere_gives_way_to_one_that_answers() -
     terms = weights("stack", "size", "flag", "compiler")
     out = compose("which compiler flag sets the stack size?", [passage(text)], terms, {})
     assert out.text.lstrip("- ").startswith("The stack size flag sets"), out.text
+
+
+def test_the_wave_size_joins_only_questions_about_warps() -> None:
+    """A Radeon question about memory fragmentation is not about wave32 ("reduces" is no
+    reduction); a warp reduction on an MI250 is about wave64."""
+    memory = expand_query("PyTorch on my Radeon runs out of memory. What setting reduces the fragmentation?")
+    assert "warpsize" not in query_terms(memory)
+    assert "wavefront warpSize 64" in expand_query("My warp reduction gives wrong results on MI250")
+    assert "wavefront warpSize 32" in expand_query("Is a block-level reduction slower on a Radeon RX 7900?")
