@@ -43,7 +43,7 @@ NOTE_REACH = 3  # ... and one is added when it ranks within this many times the 
 NOTE_POOL = 5  # the best-fused notes among which that one is chosen by the question's words it holds
 NOTE_FUSED_SHARE = 0.5  # weight of a note's fused score (relative to the first's) beside those words
 NOTE_MARGIN = 0.1  # how much more another note must score to be chosen over the best-fused one
-ASK_WEIGHT = 0.3  # share of the asking sentence in the vector that scores an answer's sentences
+ASK_WEIGHT = 0.3  # share of the asking sentence in the question vector (search and sentence scoring)
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ class Retriever:
         self.group_chunks = list(self.segment_rows)
         self.group_starts = np.array([rows[0] for rows in self.segment_rows.values()], dtype=np.int64)
         self._embedder = None
-        self._last_query: tuple[str, np.ndarray, np.ndarray] | None = None
+        self._last_query: tuple[str, np.ndarray] | None = None
         # Document frequency over prose only: the 18k API rows would make "amd" or "hip" look rare.
         self.df: Counter[str] = Counter()
         self.prose_count = 0
@@ -310,11 +310,12 @@ class Retriever:
         expanded = expand_query(question)
         return " ".join(query_terms(expanded)) if has_cjk(question) else expanded
 
-    def question_vector(self, question: str, asking: bool = False) -> np.ndarray | None:
-        """The question's embedding or, with ``asking``, the one that scores an answer's sentences:
-        a question that tells its setting before it asks weighs its asking sentence in
-        (``ASK_WEIGHT``), as the sentence that answers matches what is asked more than the setting.
-        Both are made in one call and kept for the last question (search and composition share them)."""
+    def question_vector(self, question: str) -> np.ndarray | None:
+        """The question's embedding, for the search and for scoring an answer's sentences: a
+        question that tells its setting before it asks weighs its asking sentence in
+        (``ASK_WEIGHT``): the passage and the sentence that answer match what is asked more than
+        the setting (a long error log, the user's GPU and distribution). Made in one call and kept
+        for the last question (search and composition share it)."""
         text = self.dense_text(question)
         if not text.strip() or not self.dense_available:
             return None
@@ -323,18 +324,18 @@ class Retriever:
             ask_text = self.dense_text(ask) if ask != question else ""
             if ask_text.strip():
                 whole, part = self._embed(text, ask_text)
-                self._last_query = (text, whole, (1 - ASK_WEIGHT) * whole + ASK_WEIGHT * part)
+                self._last_query = (text, (1 - ASK_WEIGHT) * whole + ASK_WEIGHT * part)
             else:
                 (whole,) = self._embed(text)
-                self._last_query = (text, whole, whole)
-        return self._last_query[2] if asking else self._last_query[1]
+                self._last_query = (text, whole)
+        return self._last_query[1]
 
     def segment_scores(
         self, passages: list[Passage], question: str
     ) -> dict[int, list[tuple[int, int, float]]]:
         """(start, end, cosine with the question, its asking sentence weighed in) of the stored
         sentence embeddings of each passage."""
-        vector = self.question_vector(question, asking=True)
+        vector = self.question_vector(question)
         if vector is None:
             return {}
         out: dict[int, list[tuple[int, int, float]]] = {}

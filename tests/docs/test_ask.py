@@ -109,6 +109,19 @@ def test_an_unknown_word_that_only_starts_like_a_hip_name_is_searched_not_report
     assert "`rocr4wsl` is in neither" not in package.answer and package.sources
 
 
+def test_the_search_weighs_in_what_is_asked_over_a_long_setting(engine) -> None:
+    """Three sentences of setting (llama.cpp, an RX 7900 XTX, rocBLAS) and one of question: the
+    passages are found for the question (the HIP runtime's API log), not for the setting (the
+    llama.cpp build note)."""
+    answer = engine.ask(
+        "I run llama.cpp on an RX 7900 XTX under Ubuntu 24.04 with ROCm 6.2; the model loads and "
+        "generates at 80 tokens/s with the HIP backend and rocBLAS. Which environment variable makes "
+        "the HIP runtime print every API call it makes?"
+    )
+    assert "AMD_LOG_LEVEL" in answer.answer.splitlines()[0], answer.answer
+    assert not any(path.startswith("notes/llm-llama-cpp") for path in paths(answer))
+
+
 def test_an_unknown_name_of_the_users_error_output_gets_no_line(engine) -> None:
     """A name only in the setting (a header in the error the user quotes) is not reported as
     something hipify leaves unconverted; one the asking sentence names still is."""
