@@ -446,9 +446,10 @@ class Retriever:
         the answer fuse as high as the one that answers, through the names they share (the note on
         the hipify scripts, for "I ran hipconvertinplace-perl.sh on code that uses
         thrust::cuda::par.on(stream); how should this be migrated?"); the one that answers holds
-        more of the question's rarer words (the rocThrust execution-policy note). A note's score is the weighted share of those words it holds
-        plus ``NOTE_FUSED_SHARE`` of its fused score relative to the first's; another note is
-        chosen over the best-fused one only when it scores ``NOTE_MARGIN`` more."""
+        more of the question's rarer words (the rocThrust execution-policy note). A note's score
+        is the weighted share of those words it holds plus ``NOTE_FUSED_SHARE`` of its fused score
+        relative to the first's; another note is chosen over the best-fused one only when it scores
+        ``NOTE_MARGIN`` more."""
         pool = notes[:NOTE_POOL]
         if len(pool) < 2:
             return notes
