@@ -31,6 +31,7 @@ DEFINES_BONUS = 0.1  # a sentence that says what a term is, for a question that 
 POINTER_FACTOR = (
     0.7  # a sentence that only points elsewhere ("For more information, see ...") scores this share
 )
+DEPRECATED_OPTION_FACTOR = 0.5  # an option list's entry marked deprecated, for a question not naming it
 BESIDE_FACTOR = 0.85  # a unit of a chunk next to a retrieved one (same section) scores this share
 LONG_CHARS = 150  # a unit longer than this loses LONG_PENALTY of its score per 100 characters more
 LONG_PENALTY = 0.05
@@ -47,6 +48,10 @@ _POINTER = re.compile(
     r"more information (?:is|can be)|to learn more|the following (?:table|section|figure|list|example)s? )",
     re.IGNORECASE,
 )
+# An entry of an option list for a deprecated option: "`--amdgpu-target=<gpu_arch>`: [DEPRECATED] This
+# option is being replaced by `--offload-arch=<target>`. Generate code for ... gfx803, gfx900 ...": a
+# product name's gfx target matches it in questions that never ask about the option
+_DEPRECATED_OPTION = re.compile(r"^`(--?[A-Za-z][\w-]*)(?:=[^`]*)?`\s*:\s*\W*deprecated\b", re.IGNORECASE)
 _FRAGMENT = re.compile(r"^(?:[\"']\s*[,)]|[)\]},;])")  # a "sentence" split out of code: starts inside a call
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Not prose: a shell or debugger prompt, a runtime log line (":3:hip_peer.cpp :77 : ..."), a MyST
@@ -235,6 +240,12 @@ def score_units(
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:
                 factor = 0.6  # csv-table cells, console output, run-on text
+            elif (option := _DEPRECATED_OPTION.match(unit.text)) and option.group(
+                1
+            ).lower() not in question.lower():
+                factor = (
+                    DEPRECATED_OPTION_FACTOR  # an option the question does not name, that is on its way out
+                )
             elif _POINTER.match(unit.text):
                 factor = POINTER_FACTOR  # "For more information, see ...": where to read, not the answer
             elif len(unit.text) > LONG_CHARS:

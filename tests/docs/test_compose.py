@@ -17,6 +17,7 @@ from hipbot.agents.docs.labels import label, language_of
 from hipbot.agents.docs.lookup import asks_more, brief
 from hipbot.agents.docs.options import OptionIndex, ProseChunk, extract
 from hipbot.agents.docs.retrieval import Passage, asked_part, expand_query, query_terms
+from hipbot.agents.docs.scoring import score_units
 from hipbot.agents.docs.sentences import units
 from hipbot.agents.docs.vocabulary import glossary_terms
 from hipbot.agents.hipify.mappings import ApiMapping
@@ -562,3 +563,26 @@ def test_the_wave_size_joins_only_questions_about_warps() -> None:
     assert "warpsize" not in query_terms(memory)
     assert "wavefront warpSize 64" in expand_query("My warp reduction gives wrong results on MI250")
     assert "wavefront warpSize 32" in expand_query("Is a block-level reduction slower on a Radeon RX 7900?")
+
+
+def test_a_deprecated_option_the_question_does_not_name_is_no_answer() -> None:
+    """The option list's "`--amdgpu-target=<gpu_arch>`: [DEPRECATED] ... gfx908 ..." matches any
+    question on an MI100 (gfx908) that says "deprecated"; it is not the answer to one that does not
+    ask about that option, and still is to one that does."""
+    text = (
+        "- `--amdgpu-target=<gpu_arch>`: [DEPRECATED] This option is being replaced by "
+        "`--offload-arch=<target>`. Generate code for the given GPU target: gfx900, gfx906, gfx908.\n"
+        "- Use `unsafeAtomicAdd` where the return value is not needed; it compiles to the hardware atomic.\n"
+    )
+    passage = Passage(
+        1, "docs/options.md", "Options", "Atomics", "https://example.org", text, "prose", (), 1.0
+    )
+    terms = [("deprecated", 1.0), ("gfx908", 1.5), ("atomicaddnoret", 1.5), ("instead", 0.6)]
+    # the embeddings put the option's entry nearer the question, as they did in the real docs
+    dense = {1: [(u.start, u.end, 0.7 if "amdgpu-target" in u.text else 0.5) for u in units(text)]}
+    question = "atomicAddNoRet is deprecated on my MI100 (gfx908). What should I use instead?"
+    best = score_units([passage], terms, dense, question)[0]
+    assert best.unit.text.startswith("Use `unsafeAtomicAdd`"), best.unit.text
+    asked = "Is --amdgpu-target deprecated for gfx908 builds, and what should I use instead?"
+    best = score_units([passage], [*terms, ("amdgpu", 1.0), ("target", 0.6)], dense, asked)[0]
+    assert best.unit.text.startswith("`--amdgpu-target"), best.unit.text
