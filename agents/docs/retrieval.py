@@ -124,6 +124,11 @@ CUDA_TERMS = _compiled(
         (r"maxrregcount|register limit|max(?:imum)? (?:number of )?registers", "__launch_bounds__ registers"),
         (r"(?<![\w-])-rdc\b|relocatable|separate compilation", "-fgpu-rdc relocatable device code"),
         (
+            r"\b(?:build|compil|target)\w*\b[^.?!]{0,40}?\bfor\b[^.?!]{0,20}?"
+            r"\b(?:MI\d{2,3}\w*|gfx\d+\w*|RX\s?\d{3,4}\w*|Radeon|Instinct|RDNA\s?\d?|CDNA\s?\d?)",
+            "-offload-arch GPU target",
+        ),
+        (
             r"\b(?:AMD|NVIDIA)\b(?: and not | or | vs\.? | versus | from )(?:an? )?\b(?:AMD|NVIDIA)\b",
             "__HIP_PLATFORM_AMD__ __HIP_PLATFORM_NVIDIA__ platform macro",
         ),

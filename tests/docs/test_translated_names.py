@@ -27,6 +27,10 @@ def test_cuda_terms_name_their_hip_names() -> None:
     assert translated_names("Can I limit registers like maxrregcount?") == ["__launch_bounds__"]
     assert translated_names("Is relocatable device code supported?") == ["-fgpu-rdc"]
     assert translated_names("How do warps vote?") == []
+    # building for a GPU is what --offload-arch says; running on one is not
+    assert translated_names("How do I build one binary for both MI100 and MI250?") == ["-offload-arch"]
+    assert translated_names("Compiling for gfx90a fails with an unknown target") == ["-offload-arch"]
+    assert translated_names("PyTorch on my Radeon runs out of memory") == []
 
 
 def test_the_hip_name_is_searched_for_and_quoted(engine, monkeypatch: pytest.MonkeyPatch) -> None:
