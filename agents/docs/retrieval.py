@@ -123,6 +123,7 @@ CUDA_TERMS = _compiled(
         (r"\bregister (?:usage|pressure|spill\w*|count)\b", "registers VGPR occupancy"),
         (r"maxrregcount|register limit|max(?:imum)? (?:number of )?registers", "__launch_bounds__ registers"),
         (r"(?<![\w-])-rdc\b|relocatable|separate compilation", "-fgpu-rdc relocatable device code"),
+        # "build for MI100 and MI250" is what nvcc's -arch / -gencode did: hipcc's --offload-arch
         (
             r"\b(?:build|compil|target)\w*\b[^.?!]{0,40}?\bfor\b[^.?!]{0,20}?"
             r"\b(?:MI\d{2,3}\w*|gfx\d+\w*|RX\s?\d{3,4}\w*|Radeon|Instinct|RDNA\s?\d?|CDNA\s?\d?)",

@@ -228,6 +228,7 @@ def score_units(
                 bonus += DEFINES_BONUS  # "The Local Data Share (LDS) is ..." answers "what is the LDS"
             score += bonus
             factor = 1.0
+            deprecated = _DEPRECATED_OPTION.match(unit.text)
             if setting and unit.kind == "command":
                 pass  # `export HIP_PLATFORM=nvidia`: a one-line setting is an answer, scored as a sentence
             elif (
@@ -240,12 +241,8 @@ def score_units(
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
             elif unit.text.count('"') >= 4 or NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:
                 factor = 0.6  # csv-table cells, console output, run-on text
-            elif (option := _DEPRECATED_OPTION.match(unit.text)) and option.group(
-                1
-            ).lower() not in question.lower():
-                factor = (
-                    DEPRECATED_OPTION_FACTOR  # an option the question does not name, that is on its way out
-                )
+            elif deprecated and deprecated.group(1).lower() not in question.lower():
+                factor = DEPRECATED_OPTION_FACTOR  # on its way out, and not what the question names
             elif _POINTER.match(unit.text):
                 factor = POINTER_FACTOR  # "For more information, see ...": where to read, not the answer
             elif len(unit.text) > LONG_CHARS:
