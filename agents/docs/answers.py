@@ -213,7 +213,7 @@ class Answerer:
         sources: list[dict[str, str]] = []
         # names the docs declare though the tables do not: one line per passage that says so
         disagreeing: dict[int, tuple[int, Passage, list[str]]] = {}
-        given: set[tuple[str, str, str | None]] = set()
+        given: set[tuple[str, str, str | None]] = set()  # rows described, by _row_key
         for hit in found:
             rows = order_rows(hit)
             shown = rows[:rows_each]
@@ -222,9 +222,9 @@ class Answerer:
             lines.extend(
                 brief(row, lang) if short else describe(row, hit.name, lang)
                 for row in shown
-                if (row.library, row.cuda, row.hip) not in given
+                if _row_key(row) not in given
             )
-            given.update((row.library, row.cuda, row.hip) for row in shown)
+            given.update(_row_key(row) for row in shown)
             if len(rows) > len(shown) and rows_each > 1:
                 others = ", ".join(f"`{r.cuda}`" for r in rows[len(shown) :][:10])
                 lines.append(f"`{hit.name}` is also the mapping of: {others}.")
@@ -232,9 +232,9 @@ class Answerer:
                 records.append(api_record(row, hit.name, self.urls))
                 sources.extend(self.table_sources(row, roc_first or hit.side == "roc"))
             twin = self.index.counterpart(hit)
-            if twin is not None and (twin.library, twin.cuda, twin.hip) not in given:
+            if twin is not None and _row_key(twin) not in given:
                 lines.append(counterpart_line(twin, lang))
-                given.add((twin.library, twin.cuda, twin.hip))
+                given.add(_row_key(twin))
                 sources.extend(self.table_sources(twin, False))
             declared = self._declared_in_hip_docs(hit.name) if all(r.hip is None for r in rows) else None
             if declared is None:
@@ -374,7 +374,7 @@ class Answerer:
     # -- retrieval --
 
     def _asked_options(
-        self, question: str, options: list[tuple[str | None, list[OptionRow]]]
+        self, question: str, asked: str, options: list[tuple[str | None, list[OptionRow]]]
     ) -> list[tuple[str | None, list[OptionRow]]]:
         """The options a question asks about: of a question whose other sentences tell its setting
         ("After compiling with -fgpu-rdc, linking fails ... Which library should I link?"), those
@@ -382,8 +382,8 @@ class Answerer:
         the setting keeps its line when a porting note defines it (the note's first sentence
         answers the problem people have with it: "hipcc --hip-link a.o b.o fails" gets
         "compile every object with -fgpu-rdc and pass -fgpu-rdc --hip-link"), not when the docs'
-        option table does: the user already uses the option the table describes."""
-        asked = asked_part(question)
+        option table does: the user already uses the option the table describes. ``asked`` is
+        the question's asking part (``asked_part``)."""
         if asked == question:
             return options
         named = {rows[0].name for _, rows in self.options.find(asked)}
@@ -413,11 +413,11 @@ class Answerer:
         fact_lines, records, table_sources = (
             self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
         )
-        option_text, option_sources = option_lines(self._asked_options(question, options), lang)
+        asked = asked_part(question)
+        option_text, option_sources = option_lines(self._asked_options(question, asked, options), lang)
         fact_lines.extend(option_text)
         # An unknown name only in the setting is a file or symbol of the user's error output
         # (`__clang_hip_runtime_wrapper` of "'cmath' file not found"): no line of its own.
-        asked = asked_part(question)
         unknown = [(token, near) for token, near in unknown if asked == question or token in asked]
         if unknown:
             extra_lines, extra_records = self._did_you_mean(unknown, lang)
@@ -442,6 +442,11 @@ class Answerer:
                     return Answer(answer.text, sources, "generated", records, composed.more)
                 log.info("the generated answer cited no retrieved passage; composed answer instead")
         return Answer(composed.text, composed.sources, "extractive", records, composed.more)
+
+
+def _row_key(row: ApiMapping) -> tuple[str, str, str | None]:
+    """A mapping row as described once, whichever table page (HIP, HIP and ROC) it was found on."""
+    return row.library, row.cuda, row.hip
 
 
 def _latest_version(rows: list[ApiMapping]) -> str:

@@ -418,7 +418,8 @@ class Retriever:
         expanded = expand_query(question)
         terms = query_terms(expanded)
         identifiers = identifiers or []
-        lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(self.selective(terms)))]
+        rare = self.selective(terms)
+        lists: list[tuple[float, list[int]]] = [(1.0, self.bm25(rare))]
         focus: dict[int, tuple[int, int]] = {}
         vector = self.question_vector(question)
         if vector is not None:
@@ -434,7 +435,7 @@ class Retriever:
                 fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (RRF_K + rank + 1)
         ranked = sorted(fused, key=lambda i: -fused[i])
         # Porting notes are short and dense with names: past the first one they crowd the docs out.
-        notes = self.rank_notes([i for i in ranked if i in self.note_chunks], fused, terms, identifiers)
+        notes = self.rank_notes([i for i in ranked if i in self.note_chunks], fused, rare, identifiers)
         left_out = set(notes[MAX_NOTES:])
         ranked = [i for i in ranked if i not in left_out]
         out = self.passages(ranked, fused, k, focus)
@@ -446,9 +447,10 @@ class Retriever:
         return out
 
     def rank_notes(
-        self, notes: list[int], fused: dict[int, float], terms: list[str], identifiers: list[str]
+        self, notes: list[int], fused: dict[int, float], rare: list[str], identifiers: list[str]
     ) -> list[int]:
-        """The fused notes, the one chosen among the first ``NOTE_POOL`` first. Notes that neighbour
+        """The fused notes, the one chosen among the first ``NOTE_POOL`` first (``rare``: the
+        question's search words less the corpus' own stop words, ``selective``). Notes that neighbour
         the answer fuse as high as the one that answers, through the names they share (the note on
         the hipify scripts, for "I ran hipconvertinplace-perl.sh on code that uses
         thrust::cuda::par.on(stream); how should this be migrated?"); the one that answers holds
@@ -459,17 +461,16 @@ class Retriever:
         pool = notes[:NOTE_POOL]
         if len(pool) < 2:
             return notes
-        weights = self.term_weights(self.selective(terms), identifiers)
+        weights = [(_WORD.findall(term) or [term], w) for term, w in self.term_weights(rare, identifiers)]
         total = sum(w for _, w in weights) or 1.0
         top = fused[pool[0]]
-
-        def score(chunk_id: int) -> float:
-            words = self.note_words.get(chunk_id, frozenset())
-            held = sum(w for term, w in weights if words.issuperset(_WORD.findall(term) or [term]))
-            return held / total + NOTE_FUSED_SHARE * fused[chunk_id] / top
-
-        best = max(pool, key=score)
-        if score(best) < score(pool[0]) + NOTE_MARGIN:
+        score = {
+            chunk_id: sum(w for words, w in weights if self.note_words[chunk_id].issuperset(words)) / total
+            + NOTE_FUSED_SHARE * fused[chunk_id] / top
+            for chunk_id in pool
+        }
+        best = max(pool, key=score.__getitem__)
+        if score[best] < score[pool[0]] + NOTE_MARGIN:
             return notes
         return [best, *(i for i in notes if i != best)]
 

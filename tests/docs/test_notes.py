@@ -183,8 +183,8 @@ def test_the_note_holding_more_of_the_question_is_chosen_among_close_ones(
     question = (
         "I ran hipconvertinplace-perl.sh on code with Thrust algorithms on a stream. How do I migrate them?"
     )
-    terms = query_terms(expand_query(question))
     retriever = engine.retriever
+    terms = retriever.selective(query_terms(expand_query(question)))
     # fused alike: the note holding the question's Thrust words goes first
     assert retriever.rank_notes([first, other], {first: 0.030, other: 0.030}, terms, []) == [other, first]
     # fused far apart: the words it holds beyond the first's do not make up for it
