@@ -358,7 +358,7 @@ class Retriever:
     def term_weights(self, terms: list[str], identifiers: list[str]) -> list[tuple[str, float]]:
         """Each search word with an inverse-document-frequency weight in (0.2, 1]; the question's
         identifiers (API names, options, variables) weigh 1.5."""
-        names = {n.lower() for n in identifiers}
+        names = dict.fromkeys(n.lower() for n in identifiers)  # in order: sums stay the same run to run
         top = math.log(self.prose_count + 1) or 1.0
         out: dict[str, float] = {}
         for term in [*names, *terms]:

@@ -302,3 +302,11 @@ def test_a_lookup_naming_both_sides_of_a_row_describes_it_once(engine) -> None:
     assert answer.answer.count("`cudaMalloc` \u2192 `hipMalloc`") == 1, answer.answer
     assert "equivalent of CUDA `cudaMalloc`" not in answer.answer  # the same row from the HIP side
     assert "`cuMemAlloc`" in answer.answer  # the HIP name's other rows are still given
+
+
+def test_term_weights_keep_the_question_order_of_its_names(engine) -> None:
+    """Sums of weights are added in this order: a set's order would change with the hash seed, and
+    with it, at a near tie, which sentence an answer quotes from one run to the next."""
+    names = [f"hipName{n}_x" for n in "qwertyuiopasd"]
+    weights = engine.retriever.term_weights(["stream"], names)
+    assert [term for term, _ in weights] == [n.lower() for n in names] + ["stream"]
