@@ -318,18 +318,20 @@ def compose(
     budget: int = ANSWER_CHARS,
     lead: list[dict[str, str]] | None = None,
     listed: int | None = None,
+    answering: frozenset[int] = frozenset(),
 ) -> Composed:
     """The short answer: ``fact_lines`` (mapping rows, options) first, then a direct sentence or
     2-4 bullets from the passages, each with its citation; sources ordered so [n] is sources[n-1],
     after ``lead`` (the sources of the fact lines). The sentences come from at most ``listed``
     passages, any of ``passages``; the sources and "More" are those and the best uncited ones, at
-    most ``listed`` in all."""
+    most ``listed`` in all. ``answering``: the notes whose first paragraph answers the question
+    asked (``Retriever.answering_notes``)."""
     lead = dedupe_sources(lead or [])
     fact_lines = list(fact_lines or [])
     words = [t for t, _ in terms]
     listed = len(passages) if listed is None else listed
     room = max(budget - sum(len(line) + 1 for line in fact_lines), 160 if fact_lines else budget)
-    scored = score_units(passages, terms, dense, question)
+    scored = score_units(passages, terms, dense, question, answering)
     chosen = _pick(scored, room, listed, tuple(fact_lines))
     names = [t for t, w in terms if w >= NAME_WEIGHT]
     chosen = _add_named(chosen, scored, names, tuple(fact_lines), room, passages, listed)

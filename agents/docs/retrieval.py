@@ -25,6 +25,7 @@ from hipbot.agents.docs.store import (
     blob_to_vector,
     chunk_ids_under,
     chunk_vectors,
+    first_chunk_ids_under,
     load_chunks,
     prose_texts,
     search_api_rows,
@@ -44,6 +45,7 @@ NOTE_POOL = 5  # the best-fused notes among which that one is chosen by the ques
 NOTE_FUSED_SHARE = 0.5  # weight of a note's fused score (relative to the first's) beside those words
 NOTE_MARGIN = 0.1  # how much more another note must score to be chosen over the best-fused one
 ASK_WEIGHT = 0.3  # share of the asking sentence in the question vector (search and sentence scoring)
+TITLE_MATCH = 0.65  # a note whose title (the question it answers) is this close to the question asked ...
 
 
 @dataclass(frozen=True)
@@ -284,6 +286,8 @@ class Retriever:
         self.df: Counter[str] = Counter()
         self.prose_count = 0
         self.note_chunks = chunk_ids_under(db, f"{PACKAGED}/")
+        self.note_leads = first_chunk_ids_under(db, f"{PACKAGED}/")
+        self._titles: dict[int, np.ndarray] = {}
         self.note_words = {
             chunk_id: frozenset(w.lower() for w in _WORD.findall(f"{row.section} {row.text}"))
             for chunk_id, row in load_chunks(db, list(self.note_chunks)).items()
@@ -354,6 +358,24 @@ class Retriever:
                 (*self.segment_spans[i], float(score)) for i, score in zip(rows, scores, strict=True)
             ]
         return out
+
+    def answering_notes(self, passages: list[Passage], question: str) -> set[int]:
+        """The first chunks among ``passages`` of the notes whose title, the question the note's
+        first paragraph answers, is within ``TITLE_MATCH`` (cosine) of the question asked: that
+        paragraph is the answer to it ("Can I run ROCm on the distribution's own kernel?" and the
+        note "Do I need the amdgpu-dkms driver for ROCm, or is the kernel's built-in amdgpu
+        enough?"). Title vectors are made once per note, when first needed."""
+        vector = self.question_vector(question)
+        firsts = [p for p in passages if p.chunk_id in self.note_leads]
+        if vector is None or not firsts:
+            return set()
+        new = [p for p in firsts if p.chunk_id not in self._titles]
+        if new:
+            self._titles.update(
+                zip((p.chunk_id for p in new), self._embed(*(p.title for p in new)), strict=True)
+            )
+        scores = cosines(np.stack([self._titles[p.chunk_id] for p in firsts]), vector)
+        return {p.chunk_id for p, score in zip(firsts, scores, strict=True) if score >= TITLE_MATCH}
 
     def term_weights(self, terms: list[str], identifiers: list[str]) -> list[tuple[str, float]]:
         """Each search word with an inverse-document-frequency weight in (0.2, 1]; the question's

@@ -28,6 +28,7 @@ SETTING_BONUS = 0.05  # ... more when it gives the value to set a variable to (`
 VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`HIP_PLATFORM=nvidia`)
 AMOUNT_BONUS = 0.05  # a sentence that gives a number, for a question that asks how many or how large
 DEFINES_BONUS = 0.1  # a sentence that says what a term is, for a question that asks what it is
+LEAD_BONUS = 0.15  # the first paragraph of a note whose title is the question asked (``answering_notes``)
 POINTER_FACTOR = (
     0.7  # a sentence that only points elsewhere ("For more information, see ...") scores this share
 )
@@ -182,10 +183,12 @@ def score_units(
     terms: list[tuple[str, float]],
     dense: dict[int, list[tuple[int, int, float]]],
     question: str = "",
+    answering: frozenset[int] = frozenset(),
 ) -> list[Scored]:
     """Every unit of the prose passages, scored; ``terms`` are (word, weight) pairs and ``dense``
     holds each chunk's sentence embeddings as (start, end, cosine with the question). For a
-    question that asks what to do, a unit naming what to use scores higher."""
+    question that asks what to do, a unit naming what to use scores higher; so does the first
+    paragraph of a note that answers the question asked (``answering``: its chunk ids)."""
     what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
     amount = bool(_ASKS_AMOUNT.search(question))
     asked = _ASKS_WHAT_IS.search(question)
@@ -199,6 +202,10 @@ def score_units(
             continue
         segments = dense.get(passage.chunk_id, [])
         heading = f"{passage.title} {passage.section}".lower()
+        lead_end = -1  # the units before it are the first paragraph of a note answering the question
+        if passage.chunk_id in answering:  # that paragraph is the note's first line; bullets follow
+            newline = passage.text.find("\n")
+            lead_end = newline if newline >= 0 else len(passage.text)
         for unit in units(passage.text):
             low = unit.text.lower()
             hit = _credit(keys, groups, [(t if ident else t[:5]) in low for t, _, ident in keys])
@@ -227,6 +234,8 @@ def score_units(
             if subject and unit.kind != "code" and _defines(unit.text, subject):
                 bonus += DEFINES_BONUS  # "The Local Data Share (LDS) is ..." answers "what is the LDS"
             score += bonus
+            if unit.start < lead_end:
+                score += LEAD_BONUS  # written as the answer to the question the note's title asks
             factor = 1.0
             deprecated = _DEPRECATED_OPTION.match(unit.text)
             if setting and unit.kind == "command":

@@ -331,6 +331,16 @@ def chunk_ids_under(db: sqlite_utils.Database, prefix: str) -> set[int]:
     return {row[0] for row in rows}
 
 
+def first_chunk_ids_under(db: sqlite_utils.Database, prefix: str) -> set[int]:
+    """The ids of the first chunk of every document whose path starts with ``prefix``."""
+    rows = db.execute(
+        "SELECT c.id FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id"
+        " WHERE substr(d.path, 1, ?) = ? AND c.ord = 0",
+        [len(prefix), prefix],
+    )
+    return {row[0] for row in rows}
+
+
 def chunk_vectors(db: sqlite_utils.Database, model: str) -> list[tuple[int, bytes]]:
     """(chunk id, vector blob) of the prose chunks embedded with ``model``, by chunk id."""
     return db.execute(

@@ -189,3 +189,30 @@ def test_the_note_holding_more_of_the_question_is_chosen_among_close_ones(
     assert retriever.rank_notes([first, other], {first: 0.030, other: 0.030}, terms, []) == [other, first]
     # fused far apart: the words it holds beyond the first's do not make up for it
     assert retriever.rank_notes([first, other], {first: 0.030, other: 0.010}, terms, []) == [first, other]
+
+
+KERNEL_NOTE = _note(
+    "Can I run the frobnicator runtime on my distribution's own kernel instead of the vendor module?",
+    "Yes: the frobnicator runtime works with the driver in the stock Linux kernel from kernel 4.18 on.\n"
+    "- The vendor module still gets new frobnicator features first, and it is tested against the LTS "
+    "kernels of each distribution.\n"
+    "- Install the runtime without the vendor module with `frobctl install --no-module`.",
+)
+
+
+def test_a_note_titled_with_the_question_asked_answers_with_its_first_paragraph(
+    tmp_path: Path, docs_root: Path
+) -> None:
+    engine = _ingested(tmp_path, docs_root, {"kernel.md": KERNEL_NOTE})
+    asked = (
+        "Can I use the frobnicator runtime with the kernel my distribution ships instead of the vendor "
+        "module, e.g. on openSUSE Tumbleweed?"
+    )
+    passages = engine.retriever.search(asked, k=5)
+    (note,) = [p for p in passages if p.path == "notes/local/kernel.md"]
+    assert engine.retriever.answering_notes(passages, asked) == {note.chunk_id}
+    # the install bullet holds more of the question's words; the first paragraph answers its title
+    answer = engine.ask(asked).answer
+    assert answer.index("Yes: the frobnicator runtime works") < answer.index("Install the runtime without")
+    other = "Which frobctl command installs the vendor module?"
+    assert not engine.retriever.answering_notes(engine.retriever.search(other, k=5), other)
