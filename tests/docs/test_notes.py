@@ -12,6 +12,7 @@ from fixtures_docs import RUNTIME, docs_settings_for, paths
 from hipbot.agents.docs.answers import Answerer, get_answerer
 from hipbot.agents.docs.ingest import ingest
 from hipbot.agents.docs.notes import MAX_NOTE_BYTES, note_files, read_note
+from hipbot.agents.docs.parse import MAX_CHARS, parse_text
 from hipbot.agents.docs.retrieval import expand_query, query_terms
 from hipbot.agents.docs.store import open_docs_db
 from hipbot.config import Settings, load_settings
@@ -35,6 +36,9 @@ def test_every_packaged_note_is_well_formed() -> None:
         assert note.url.startswith("https://") and note.title not in titles, rel
         titles.add(note.title)
         assert "Source:" not in note.body and len(note.body.split()) >= 12, rel
+        # one passage: a longer note is split, and the search may find its bullets without its answer
+        chunks = parse_text(note.body, rel)
+        assert len(chunks) == 1, f"{rel}: {len(chunks)} passages; shorten it below {MAX_CHARS} characters"
 
 
 @pytest.mark.parametrize(
