@@ -234,7 +234,8 @@ def score_units(
             if subject and unit.kind != "code" and _defines(unit.text, subject):
                 bonus += DEFINES_BONUS  # "The Local Data Share (LDS) is ..." answers "what is the LDS"
             score += bonus
-            if unit.start < lead_end:
+            lead = unit.start < lead_end
+            if lead:
                 score += LEAD_BONUS  # written as the answer to the question the note's title asks
             factor = 1.0
             deprecated = _DEPRECATED_OPTION.match(unit.text)
@@ -248,7 +249,11 @@ def score_units(
                 or _FRAGMENT.match(unit.text)
             ):
                 factor = 0.5  # code is attached to a sentence, never the answer's first line
-            elif unit.text.count('"') >= 4 or NOT_PROSE.match(unit.text) or len(unit.text) > RUN_ON_CHARS:
+            elif (
+                unit.text.count('"') >= 4
+                or NOT_PROSE.match(unit.text)
+                or (len(unit.text) > RUN_ON_CHARS and not lead)  # the answer a note was written to give
+            ):
                 factor = 0.6  # csv-table cells, console output, run-on text
             elif deprecated and deprecated.group(1).lower() not in question.lower():
                 factor = DEPRECATED_OPTION_FACTOR  # on its way out, and not what the question names

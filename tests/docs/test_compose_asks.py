@@ -28,3 +28,28 @@ def test_is_it_possible_asks_what_to_do() -> None:
         out = compose(question, [passage(SNAPSHOT)], TERMS, {})
         first = out.text.splitlines()[0]
         assert "frobdump" in first, out.text
+
+
+KERNEL = (
+    "Yes: the frobnicator runtime works with the driver in the stock Linux kernel from kernel 4.18 on, "
+    "where the compute interface landed, so on a distribution kernel you install only the user-space "
+    "packages (`frobctl install --no-module`) and skip the vendor module, which only adds features "
+    "that later kernels gain anyway; check the kernel with `uname -r` first.\n"
+    "- The vendor module of the frobnicator runtime is tested against the LTS kernels of each distribution.\n"
+)
+
+
+def test_the_first_paragraph_of_a_note_answering_the_question_leads_however_long() -> None:
+    """A note whose title is the question asked (``Retriever.answering``) was written to answer it
+    with its first paragraph: that paragraph outscores its bullets even past the run-on length
+    that costs other sentences 0.4 of their score; for another question the bullet leads."""
+    note = Passage(
+        7, "notes/kernel.md", "Kernel", "Kernel", "https://example.org/7", KERNEL, "prose", (), 1.0
+    )
+    assert len(KERNEL.splitlines()[0]) > 350
+    terms = [("frobnicator", 1.0), ("distribution", 1.0), ("kernel", 0.6), ("vendor", 0.6), ("module", 0.6)]
+    question = "Can I run the frobnicator runtime on my distribution's kernel instead of the vendor module?"
+    first = compose(question, [note], terms, {}, answering=frozenset({7})).text.splitlines()[0]
+    assert first.removeprefix("- ").startswith("Yes: the frobnicator runtime works"), first
+    first = compose(question, [note], terms, {}).text.splitlines()[0]
+    assert "LTS kernels" in first, first
