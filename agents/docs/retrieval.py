@@ -25,7 +25,6 @@ from hipbot.agents.docs.store import (
     blob_to_vector,
     chunk_ids_under,
     chunk_vectors,
-    first_chunk_ids_under,
     load_chunks,
     prose_texts,
     search_api_rows,
@@ -286,7 +285,7 @@ class Retriever:
         self.df: Counter[str] = Counter()
         self.prose_count = 0
         self.note_chunks = chunk_ids_under(db, f"{PACKAGED}/")
-        self.note_leads = first_chunk_ids_under(db, f"{PACKAGED}/")
+        self.note_leads = chunk_ids_under(db, f"{PACKAGED}/", first_only=True)
         self._titles: dict[int, np.ndarray] = {}
         self.note_words = {
             chunk_id: frozenset(w.lower() for w in _WORD.findall(f"{row.section} {row.text}"))

@@ -321,21 +321,12 @@ def prose_texts(db: sqlite_utils.Database) -> Iterator[tuple[str, str]]:
     yield from db.execute("SELECT section, text FROM docs_chunks WHERE kind = 'prose'")
 
 
-def chunk_ids_under(db: sqlite_utils.Database, prefix: str) -> set[int]:
-    """The ids of the chunks of every document whose path starts with ``prefix``."""
+def chunk_ids_under(db: sqlite_utils.Database, prefix: str, first_only: bool = False) -> set[int]:
+    """The ids of the chunks (or only the first chunk) of every document whose path starts with
+    ``prefix``."""
     rows = db.execute(
         "SELECT c.id FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id"
-        " WHERE substr(d.path, 1, ?) = ?",
-        [len(prefix), prefix],
-    )
-    return {row[0] for row in rows}
-
-
-def first_chunk_ids_under(db: sqlite_utils.Database, prefix: str) -> set[int]:
-    """The ids of the first chunk of every document whose path starts with ``prefix``."""
-    rows = db.execute(
-        "SELECT c.id FROM docs_chunks c JOIN docs_documents d ON d.id = c.document_id"
-        " WHERE substr(d.path, 1, ?) = ? AND c.ord = 0",
+        " WHERE substr(d.path, 1, ?) = ?" + (" AND c.ord = 0" if first_only else ""),
         [len(prefix), prefix],
     )
     return {row[0] for row in rows}
