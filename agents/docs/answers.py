@@ -429,7 +429,7 @@ class Answerer:
         weights = self.retriever.term_weights(terms, names)
         dense = self.retriever.segment_scores(passages, question)
         lead = dedupe_sources(table_sources + option_sources)
-        answering = frozenset(self.retriever.answering_notes(passages, question))
+        answering = self.retriever.answering_notes(passages, question)
         composed = compose(
             question, passages, weights, dense, fact_lines, lang, lead=lead, listed=k, answering=answering
         )

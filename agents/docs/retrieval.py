@@ -358,7 +358,7 @@ class Retriever:
             ]
         return out
 
-    def answering_notes(self, passages: list[Passage], question: str) -> set[int]:
+    def answering_notes(self, passages: list[Passage], question: str) -> frozenset[int]:
         """The first chunks among ``passages`` of the notes whose title, the question the note's
         first paragraph answers, is within ``TITLE_MATCH`` (cosine) of the question asked: that
         paragraph is the answer to it ("Can I run ROCm on the distribution's own kernel?" and the
@@ -367,14 +367,14 @@ class Retriever:
         vector = self.question_vector(question)
         firsts = [p for p in passages if p.chunk_id in self.note_leads]
         if vector is None or not firsts:
-            return set()
+            return frozenset()
         new = [p for p in firsts if p.chunk_id not in self._titles]
         if new:
             self._titles.update(
                 zip((p.chunk_id for p in new), self._embed(*(p.title for p in new)), strict=True)
             )
         scores = cosines(np.stack([self._titles[p.chunk_id] for p in firsts]), vector)
-        return {p.chunk_id for p, score in zip(firsts, scores, strict=True) if score >= TITLE_MATCH}
+        return frozenset(p.chunk_id for p, score in zip(firsts, scores, strict=True) if score >= TITLE_MATCH)
 
     def term_weights(self, terms: list[str], identifiers: list[str]) -> list[tuple[str, float]]:
         """Each search word with an inverse-document-frequency weight in (0.2, 1]; the question's
