@@ -76,7 +76,9 @@ def test_llm_work_on_amd_gpus_is_answered_from_the_rocm_docs(engine) -> None:
     )
     assert "VLLM_USE_TRITON_FLASH_ATTN" in answer.answer
     assert any(p.startswith("ROCm/docs/how-to/rocm-for-ai/") for p in paths(answer))
-    assert all(s["url"].startswith("https://github.com/ROCm/") for s in answer.sources)
+    # the ROCm docs are cited at their pinned commit; a porting note beside them cites its own thread
+    rocm = [s["url"] for s in answer.sources if s["path"].startswith("ROCm/docs/")]
+    assert rocm and all(u.startswith("https://github.com/ROCm/ROCm/blob/") for u in rocm)
 
 
 def test_rocm_docs_are_ingested_with_their_pinned_urls(ingested_docs: IngestedDocs, engine) -> None:
