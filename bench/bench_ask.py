@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/bench_ask.py [--db PATH] [--docs PATH] [--questions FILE ...] [--sweep N]
 
-Two kinds of question files:
+Three kinds of question files:
 - the earlier sets (questions.jsonl, questions_holdout.jsonl, questions_blind.jsonl):
   {"question", "type": "lookup"|..., "sources", "facts", "api", "hip"}; correct = every fact in the
   answer (the `answer` field, not "More") and an expected source among the first 5;
@@ -13,6 +13,11 @@ Two kinds of question files:
   {"id", "question", "lang", "kind", "reference", "expect", "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
   A question asked in a thread that a porting note was written from is also counted apart
   ("thread:note source" against "thread:unseen").
+- questions_offtopic.jsonl: chat messages off the field (greetings, other topics, injection
+  attempts, spam) and short questions of the field, {"id", "question", "lang", "kind":
+  "off-topic"|"on-topic", "origin": "tuned"|"unseen"}; right = an off-topic message declined (the
+  "nothing" answer, no sources), an on-topic one answered with sources. "tuned" messages are the
+  ones ``answers.OFF_TOPIC`` was read from; "unseen" ones were written apart and never tuned on.
 
 Prints per set: correct(+cited) overall, by kind and by language, answer length median/p90
 (characters of the `answer` field), latency p50/p95 after the model is loaded, and with --ingest
@@ -32,6 +37,7 @@ from pathlib import Path
 
 from hipbot.agents.docs.answers import Answer, Answerer
 from hipbot.agents.docs.ingest import ingest
+from hipbot.agents.docs.labels import label
 from hipbot.agents.docs.notes import note_files, read_note
 from hipbot.agents.docs.store import load_apis
 from hipbot.config import find_docs_corpus, load_settings
@@ -49,6 +55,7 @@ SETS = (
     "questions_real6.jsonl",
     "questions_real7.jsonl",
     "questions_real8.jsonl",
+    "questions_offtopic.jsonl",
 )
 
 
@@ -99,9 +106,17 @@ def judge_real(item: dict, answer: Answer) -> tuple[str, bool]:
     return item["kind"], correct and bool(answer.sources)
 
 
+def judge_field(item: dict, answer: Answer) -> tuple[str, bool]:
+    """An off-topic message is right when declined (the "nothing" answer, no sources); a short
+    question of the field when answered with sources."""
+    declined = answer.answer == label("nothing", item["lang"]) and not answer.sources
+    return item["kind"], declined if item["kind"] == "off-topic" else not declined and bool(answer.sources)
+
+
 def run_set(engine: Answerer, path: Path, verbose: bool) -> dict:
     items = load(path)
     real = "expect" in items[0]
+    field = "origin" in items[0]
     noted = note_threads()
     latencies: list[float] = []
     lengths: list[int] = []
@@ -112,8 +127,13 @@ def run_set(engine: Answerer, path: Path, verbose: bool) -> dict:
         answer = engine.ask(item["question"], k=5)
         latencies.append((time.perf_counter() - start) * 1000)
         lengths.append(len(answer.answer))
-        kind, ok = judge_real(item, answer) if real else judge_earlier(item, answer)
+        if field:
+            kind, ok = judge_field(item, answer)
+        else:
+            kind, ok = judge_real(item, answer) if real else judge_earlier(item, answer)
         groups = [kind, "all"]
+        if field:
+            groups += [f"{kind} {item['origin']}", f"lang:{item['lang']}"]
         if real:
             seen = _thread(item["source_url"]) in noted
             groups += [f"lang:{item['lang']}", "thread:note source" if seen else "thread:unseen"]
@@ -126,7 +146,10 @@ def run_set(engine: Answerer, path: Path, verbose: bool) -> dict:
             more_hits += all(t.lower() in full for t in item["expect"])
         if verbose and not ok:
             print(f"MISS [{answer.mode}] {item.get('id', '')} {item['question'][:100]}")
-            print(f"  expected: {item.get('expect', item.get('facts'))}\n  answer: {answer.answer[:300]!r}")
+            print(
+                f"  expected: {item.get('expect', item.get('facts', item.get('kind')))}\n"
+                f"  answer: {answer.answer[:300]!r}"
+            )
     return {
         "set": path.name,
         "questions": len(items),

@@ -8,6 +8,7 @@ import re
 from fixtures_docs import IngestedDocs, paths
 
 from hipbot.agents.docs.compose import ANSWER_CHARS
+from hipbot.agents.docs.labels import label
 from hipbot.cli import main
 
 CITATION = re.compile(r"\[(\d)\]")
@@ -151,3 +152,18 @@ def test_a_row_the_question_names_from_both_sides_is_given_once(engine) -> None:
     )
     assert answer.mode == "extractive"
     assert answer.answer.count("`cudaMemcpyToSymbol` \u2192 `hipMemcpyToSymbol`") == 1, answer.answer
+
+
+def test_a_message_off_the_field_is_declined_rather_than_answered_with_noise(engine) -> None:
+    for question in ("hello", "Write me a poem about cats.", "How do I bake sourdough bread?"):
+        answer = engine.ask(question)
+        assert answer.answer == label("nothing", "en") and answer.sources == [], question
+    assert engine.ask("帮我写一首关于春天的诗").answer == label("nothing", "zh")
+    # ... but a short question of the field, or one that mostly tells its setting, is answered
+    for question in (
+        "LDS?",
+        "After Ubuntu 24.04 upgraded its kernel, rocminfo no longer lists the Radeon 780M of my "
+        "Ryzen laptop. What should I check?",
+    ):
+        answer = engine.ask(question)
+        assert answer.answer != label("nothing", "en") and answer.sources, question

@@ -239,6 +239,8 @@ def test_json_contract(engine) -> None:
 def test_bad_questions_get_clear_errors(engine) -> None:
     with pytest.raises(HipbotError, match="empty"):
         engine.ask("   ")
+    with pytest.raises(HipbotError, match="empty"):  # zero-width spaces, a word joiner, a NUL
+        engine.ask("\u200b\u200b\u2060\x00 ")
     with pytest.raises(HipbotError, match="too long"):
         engine.ask("x" * (MAX_QUESTION_CHARS + 1))
     with pytest.raises(HipbotError, match="k must be"):
@@ -310,3 +312,11 @@ def test_term_weights_keep_the_question_order_of_its_names(engine) -> None:
     names = [f"hipName{n}_x" for n in "qwertyuiopasd"]
     weights = engine.retriever.term_weights(["stream"], names)
     assert [term for term, _ in weights] == [n.lower() for n in names] + ["stream"]
+
+
+def test_invisible_and_control_characters_are_dropped_before_answering(engine) -> None:
+    # a right-to-left override would reorder what Discord shows; an escape sequence colours a terminal
+    for question in ("cudaMalloc\u202e", "what is\x1b[31m cudaMalloc\u200b?"):
+        answer = engine.ask(question)
+        assert answer.mode == "lookup" and answer.apis[0]["hip"] == "hipMalloc", question
+        assert "\u202e" not in answer.answer and "\x1b" not in answer.answer
