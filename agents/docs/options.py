@@ -56,7 +56,8 @@ _NVCC_FLAG = re.compile(r"(?<![\w-])(-{1,2}[A-Za-z][\w-]*)")
 @dataclass(frozen=True)
 class OptionRow:
     """What the docs say a name is: ``kind`` is env | option | macro; ``strength`` ranks the
-    definition (3 table row or heading, 2 list definition, 1 a prose mention)."""
+    definition (3 table row or heading, 2 list definition, 1 a prose sentence saying how it is set
+    or used, 0 another sentence about it)."""
 
     name: str
     kind: str
@@ -99,8 +100,10 @@ def _names(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _short(text: str) -> str:
+def _short(text: str, prose: bool) -> str:
     text = clean(text).strip(" :;")
+    if prose and len(text) > MAX_TEXT // 2 and 0 < text.find("; ") < MAX_TEXT // 2:
+        return text[: text.find("; ")] + "."  # a sentence's first clause says what it is; examples follow
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rsplit(" ", 1)[0] + "\u2026"
 
 
@@ -108,6 +111,20 @@ def _head_name(cell: str) -> str:
     """The name a table cell or list item defines: ``--offload-arch=<target>`` -> ``--offload-arch``."""
     cell = cell.strip().strip("`*").strip()
     return re.split(r"[=\s<\[(`]", cell, maxsplit=1)[0]
+
+
+def _only_name(part: str) -> bool:
+    """Whether a definition list's head is the name alone, perhaps with its value or argument
+    (``--offload-arch=<target>``, ``HIP_VISIBLE_DEVICES=0,1``), not a clause about it."""
+    head = re.sub(r"<[^>]*>|\[[^\]]*\]", "", part.strip().strip("`*").strip())
+    return not re.search(r"\s", head.replace("`", ""))
+
+
+def _is_name(name: str) -> bool:
+    name = _head_name(name)
+    return bool(
+        ENV.fullmatch(name) or MACRO.fullmatch(name) or OPTION.fullmatch(name) or name.startswith("-")
+    )
 
 
 def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
@@ -121,7 +138,14 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
 
         def row(name: str, text: str, strength: int, c: ProseChunk = chunk) -> OptionRow:
             return OptionRow(
-                name, kind_of(name, text), _short(text), c.path, c.title, c.section, c.url, strength
+                name,
+                kind_of(name, text),
+                _short(text, strength < 2),
+                c.path,
+                c.title,
+                c.section,
+                c.url,
+                strength,
             )
 
         if (ENV.fullmatch(heading) or MACRO.fullmatch(heading)) and parts:
@@ -137,10 +161,15 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
                 name_part, sep, rest = (
                     unit.text.partition(" : ") if " : " in unit.text else unit.text.partition(": ")
                 )
+                if not _only_name(name_part):
+                    # "`X` (e.g. ...) only works on Linux: ..." is a sentence about X, not a
+                    # definition list item: what follows its colon is no definition of X; the
+                    # whole sentence is a row, below any that says how X is set or used
+                    name_part, sep = name_part.split("`", 2)[1], ""
+                    if _is_name(name_part) and not _DEFINES.search(unit.text) and len(unit.text) < 400:
+                        rows.append(row(_head_name(name_part), unit.text, 0))
             name = _head_name(name_part) if sep else ""
-            if name and (
-                ENV.fullmatch(name) or MACRO.fullmatch(name) or OPTION.fullmatch(name) or name.startswith("-")
-            ):
+            if name and _is_name(name):
                 rows.append(row(name, rest, 3 if unit.kind == "row" else 2))
                 continue
             if unit.kind == "sentence" and _DEFINES.search(unit.text) and len(unit.text) < 400:

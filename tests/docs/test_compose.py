@@ -227,6 +227,36 @@ def test_a_porting_note_defines_a_variable_with_its_first_sentence_only() -> Non
     assert index.get("AMD_SERIALIZE_KERNEL") and index.get("CUDA_LAUNCH_BLOCKING") == []
 
 
+def test_a_sentence_about_a_variable_is_no_definition_list_item_and_ranks_below_how_to_set_it() -> None:
+    windows = (
+        "`HSA_OVERRIDE_GFX_VERSION` (e.g. `10.3.0` to run a gfx1031 card as gfx1030) only works on "
+        "Linux: AMD says the Windows driver stack does not go through HSA, so the variable is ignored.\n"
+    )
+    override = (
+        "Set `HSA_OVERRIDE_GFX_VERSION` so the runtime treats your GPU as a close, supported ISA; for "
+        "RDNA2 cards such as gfx1031 (RX 6700 XT) or gfx1032 (RX 6600, RX 6700S) use "
+        "`HSA_OVERRIDE_GFX_VERSION=10.3.0` (i.e. gfx1030).\n"
+    )
+    listed = "`--offload-arch=<target>`: Specify the AMD GPU target ID.\n"
+    chunks = [
+        ProseChunk(1, "notes/windows.md", "Windows", "Windows", "u1", windows),
+        ProseChunk(2, "notes/override.md", "Override", "Override", "u2", override),
+        ProseChunk(3, "HIP/docs/opts.md", "Options", "Options", "u3", listed),
+    ]
+    index = OptionIndex(extract(chunks))
+    rows = index.get("HSA_OVERRIDE_GFX_VERSION")
+    assert [r.path for r in rows] == ["notes/override.md", "notes/windows.md"]
+    # the sentence's first clause says what the variable does; the examples stay in the passage
+    assert (
+        rows[0].text
+        == "Set `HSA_OVERRIDE_GFX_VERSION` so the runtime treats your GPU as a close, supported ISA."
+    )
+    # the caveat is kept whole, not cut at its colon as if it were "`name`: definition"
+    assert rows[1].text.startswith("`HSA_OVERRIDE_GFX_VERSION` (e.g.") and rows[1].strength == 0
+    # a definition list item keeps its head's value or argument out of the name
+    assert index.get("--offload-arch")[0].text == "Specify the AMD GPU target ID."
+
+
 def test_a_question_asks_more_than_the_mapping_when_it_asks_how_or_why_beyond_the_names() -> None:
     cuda_env = ["CUDA_VISIBLE_DEVICES"]
     assert asks_more(
