@@ -432,8 +432,9 @@ class Answerer:
         passages = self.retriever.search(question, k=k + COMPOSE_EXTRA, identifiers=names)
         # ... and from the chunks beside the best ones, in the same section.
         passages += self.retriever.neighbours(passages, NEIGHBOURS)
+        shown = _asked_names(question, found)
         fact_lines, records, table_sources = (
-            self.api_facts(found, question, lang, rows_each=1, short=True) if found else ([], [], [])
+            self.api_facts(shown, question, lang, rows_each=1, short=True) if shown else ([], [], [])
         )
         asked = asked_part(question)
         option_text, option_sources = option_lines(self._asked_options(question, asked, options), lang)
@@ -475,6 +476,15 @@ class Answerer:
                     return Answer(answer.text, sources, "generated", records, composed.more)
                 log.info("the generated answer cited no retrieved passage; composed answer instead")
         return Answer(composed.text, composed.sources, "extractive", records, composed.more)
+
+
+def _asked_names(question: str, found: list[Found]) -> list[Found]:
+    """The names whose mapping row a composed answer leads with: a HIP name in a question about
+    HIP code ("hipMallocAsync fails with hipErrorOutOfMemory") gets no "cudaMallocAsync ->
+    hipMallocAsync" line unless the question speaks of CUDA; its passages answer it."""
+    if "cuda" in question.lower():
+        return found
+    return [f for f in found if f.side != "hip"]
 
 
 def _row_key(row: ApiMapping) -> tuple[str, str, str | None]:

@@ -154,6 +154,18 @@ def test_a_row_the_question_names_from_both_sides_is_given_once(engine) -> None:
     assert answer.answer.count("`cudaMemcpyToSymbol` \u2192 `hipMemcpyToSymbol`") == 1, answer.answer
 
 
+def test_a_question_about_hip_code_gets_no_cuda_rows_unless_it_speaks_of_cuda(engine) -> None:
+    hip_code = engine.ask(
+        "Profiles show that hipMemcpyAsync from a std::vector blocks the host. Why is it not asynchronous?"
+    )
+    assert hip_code.mode == "extractive" and "\u2192" not in hip_code.answer, hip_code.answer
+    assert "pageable" in hip_code.answer or "pinned" in hip_code.answer
+    ported = engine.ask(
+        "I ported cudaMemcpyAsync to hipMemcpyAsync and the copy from a std::vector blocks the host. Why?"
+    )
+    assert "`cudaMemcpyAsync` \u2192 `hipMemcpyAsync`" in ported.answer, ported.answer
+
+
 def test_a_message_off_the_field_is_declined_rather_than_answered_with_noise(engine) -> None:
     for question in ("hello", "Write me a poem about cats.", "How do I bake sourdough bread?"):
         answer = engine.ask(question)
