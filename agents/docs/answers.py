@@ -91,6 +91,16 @@ _FIELD = re.compile(
     r"tensors?|wavefronts?|warps?|ubuntu|linux|docker|wsl2?|miopen|rccl|nccl|hsa\w*)\b|显卡|显存|驱动|编译|内核|算子",
     re.IGNORECASE,
 )
+# A message that tells the assistant to drop its instructions or show its prompt is an injection
+# attempt, not a question: declined like one off the field, before any endpoint sees it.
+_INJECTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:(?:of\s+)?(?:your|the|my)\s+)?"
+    r"(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|directions)\b"
+    r"|\b(?:reveal|print|show|repeat|output|tell\s+me|give\s+me|what\s+is|what's)\s+(?:me\s+)?your\s+"
+    r"(?:system\s+prompt|initial\s+prompt|hidden\s+prompt|instructions)\b"
+    r"|(?:忽略|无视|忘记|忘掉).{0,10}(?:指令|指示|提示词|规则|设定)|你的(?:系统)?(?:提示词|系统提示)",
+    re.IGNORECASE,
+)
 _VERSION = re.compile(r"\b(?:ROCm|HIP)\s+\d+\.\d+|\bmacro\b|\bv?\d+\.\d+(?:\.\d+)?\b", re.IGNORECASE)
 
 
@@ -195,6 +205,9 @@ class Answerer:
         question = check_question(question)
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise HipbotError(N_("k must be between 1 and {max_k}, got {k!r}", max_k=MAX_K, k=k))
+        if _INJECTION.search(question):
+            log.info("an instruction to the assistant, not a question: not answered")
+            return Answer(label("nothing", language_of(question)), [], "extractive", [])
         with self._lock:
             self.refresh()
             found, unknown = self.index.find(question)
