@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from hipbot.agents.docs.notes import PACKAGED as NOTES
 from hipbot.agents.docs.retrieval import Passage, has_cjk
 from hipbot.agents.docs.sentences import Unit, units
 from hipbot.agents.docs.vocabulary import glossary_terms
@@ -30,7 +29,6 @@ VALUE_BONUS = 0.1  # ... more again when that value is a word of the question (`
 AMOUNT_BONUS = 0.05  # a sentence that gives a number, for a question that asks how many or how large
 DEFINES_BONUS = 0.1  # a sentence that says what a term is, for a question that asks what it is
 LEAD_BONUS = 0.15  # the first paragraph of a note whose title is the question asked (``answering_notes``)
-NOTE_LEAD_BONUS = 0.06  # ... of any note with bullets: the answer it was written to give, over its variants
 POINTER_FACTOR = (
     0.7  # a sentence that only points elsewhere ("For more information, see ...") scores this share
 )
@@ -189,9 +187,8 @@ def score_units(
 ) -> list[Scored]:
     """Every unit of the prose passages, scored; ``terms`` are (word, weight) pairs and ``dense``
     holds each chunk's sentence embeddings as (start, end, cosine with the question). For a
-    question that asks what to do, a unit naming what to use scores higher; so does a porting
-    note's first paragraph, more when the note answers the question asked (``answering``: its
-    chunk ids)."""
+    question that asks what to do, a unit naming what to use scores higher; so does the first
+    paragraph of a note that answers the question asked (``answering``: its chunk ids)."""
     what_to_do = bool(_ASKS_WHAT_TO_DO.search(question))
     amount = bool(_ASKS_AMOUNT.search(question))
     asked = _ASKS_WHAT_IS.search(question)
@@ -205,13 +202,10 @@ def score_units(
             continue
         segments = dense.get(passage.chunk_id, [])
         heading = f"{passage.title} {passage.section}".lower()
-        # the units before it are a note's first paragraph (its first line; bullets follow): the
-        # answer the note was written to give, to the question its title asks
-        newline = passage.text.find("\n")
-        first_end = newline if newline >= 0 else len(passage.text)
-        lead_end = first_end if passage.chunk_id in answering else -1
-        varied = newline >= 0 and passage.text[newline:].strip().startswith(("- ", "* "))
-        note_end = first_end if passage.path.startswith(f"{NOTES}/") and varied else -1
+        lead_end = -1  # the units before it are the first paragraph of a note answering the question
+        if passage.chunk_id in answering:  # that paragraph is the note's first line; bullets follow
+            newline = passage.text.find("\n")
+            lead_end = newline if newline >= 0 else len(passage.text)
         for unit in units(passage.text):
             low = unit.text.lower()
             hit = _credit(keys, groups, [(t if ident else t[:5]) in low for t, _, ident in keys])
@@ -243,8 +237,6 @@ def score_units(
             lead = unit.start < lead_end
             if lead:
                 score += LEAD_BONUS  # written as the answer to the question the note's title asks
-            elif unit.start < note_end:
-                score += NOTE_LEAD_BONUS  # a note's answer, over the bullets that vary it
             factor = 1.0
             deprecated = _DEPRECATED_OPTION.match(unit.text)
             if setting and unit.kind == "command":

@@ -616,23 +616,3 @@ def test_a_deprecated_option_the_question_does_not_name_is_no_answer() -> None:
     asked = "Is --amdgpu-target deprecated for gfx908 builds, and what should I use instead?"
     best = score_units([passage], [*terms, ("amdgpu", 1.0), ("target", 0.6)], dense, asked)[0]
     assert best.unit.text.startswith("`--amdgpu-target"), best.unit.text
-
-
-def test_a_notes_first_paragraph_is_its_answer_over_the_bullets_that_vary_it() -> None:
-    """A porting note puts the fix first and its variants in bullets: quoted from a note, the first
-    paragraph wins over a bullet that is only a little nearer the question; from the docs, it does not."""
-    text = (
-        "Pin AMD's repository above Ubuntu's archive so apt takes ROCm packages from repo.radeon.com, "
-        "then run `sudo apt update` and install again.\n"
-        "- An Ubuntu release upgrade can disable the pin file, which brings the unmet dependencies back.\n"
-    )
-    question = "apt install rocm fails with unmet dependencies on Ubuntu. How do I fix it?"
-    terms = [("apt", 1.0), ("rocm", 0.6), ("unmet", 1.0), ("dependencies", 1.0), ("ubuntu", 0.8)]
-    dense = {1: [(u.start, u.end, 0.62 if u.text.startswith("An Ubuntu") else 0.58) for u in units(text)]}
-
-    def best(path: str) -> str:
-        passage = Passage(1, path, "Unmet dependencies", "Unmet dependencies", "u", text, "prose", (), 1.0)
-        return score_units([passage], terms, dense, question)[0].unit.text
-
-    assert best("notes/rocm-apt-pin.md").startswith("Pin AMD's repository")
-    assert best("ROCm/docs/install.md").startswith("An Ubuntu release upgrade")
