@@ -121,7 +121,7 @@ def _only_name(part: str) -> bool:
 
 
 def _is_name(name: str) -> bool:
-    name = _head_name(name)
+    """Whether a definition's head (``_head_name``) is an environment variable, macro or option."""
     return bool(
         ENV.fullmatch(name) or MACRO.fullmatch(name) or OPTION.fullmatch(name) or name.startswith("-")
     )
@@ -165,9 +165,9 @@ def extract(chunks: Iterable[ProseChunk]) -> list[OptionRow]:
                     # "`X` (e.g. ...) only works on Linux: ..." is a sentence about X, not a
                     # definition list item: what follows its colon is no definition of X; the
                     # whole sentence is a row, below any that says how X is set or used
-                    name_part, sep = name_part.split("`", 2)[1], ""
-                    if _is_name(name_part) and not _DEFINES.search(unit.text) and len(unit.text) < 400:
-                        rows.append(row(_head_name(name_part), unit.text, 0))
+                    sep, named = "", _head_name(name_part.split("`", 2)[1])
+                    if _is_name(named) and not _DEFINES.search(unit.text) and len(unit.text) < 400:
+                        rows.append(row(named, unit.text, 0))
             name = _head_name(name_part) if sep else ""
             if name and _is_name(name):
                 rows.append(row(name, rest, 3 if unit.kind == "row" else 2))
