@@ -79,16 +79,20 @@ NOTE_CHARS = 360  # the docs' words added under a mapping row
 COMPOSE_EXTRA = 3  # passages beyond k whose sentences an answer may quote (cited, never listed uncited)
 NEIGHBOURS = 3  # the best passages whose neighbouring chunks (same section) may be quoted too
 # A question none of whose retrieved sentences comes this close (cosine) is not about what the docs
-# cover ("hello", "write me a poem", "' OR 1=1;--"): its best sentences would be noise. On the
-# bench's questions that name no API the closest sentence is 0.338 at the lowest (two long ones
-# that tell their setting), 0.45 and up otherwise; on chit-chat it is mostly 0.17-0.33.
-OFF_TOPIC = 0.33
+# cover ("hello", "write me a poem", "' OR 1=1;--", "$(rm -rf /)", "what is 17 times 23?"): its best
+# sentences would be noise. Of the bench's on-topic questions that name no API and no word of the
+# field, the closest sentence is 0.45 at the lowest ("LDS?"), mostly 0.5 and up; of chit-chat,
+# arithmetic, games, shell and SQL payloads 0.17-0.41. The embedding model reads English: a Chinese
+# question's sentences come less close, and it keeps the lower bar.
+OFF_TOPIC = {"en": 0.42, "zh": 0.33}
 # ... unless it names the field: a long question that tells its setting (the distribution, the
 # kernel update, the laptop's GPU) can have no sentence that close and still be a real question.
 _FIELD = re.compile(
     r"\b(?:gpus?|cuda|hip\w*|rocm|roc\w+|amd\w*|nvidia|radeon|instinct|ryzen|mi\d{2,3}\w*|gfx\w+|[rc]dna\d?|"
     r"rx\s?\d{3,4}\w*|kernels?|drivers?|compil\w+|nvcc|clang|hipify\w*|(?:py)?torch|vllm|llama\w*|ollama|triton|"
-    r"tensors?|wavefronts?|warps?|ubuntu|linux|docker|wsl2?|miopen|rccl|nccl|hsa\w*)\b|显卡|显存|驱动|编译|内核|算子",
+    r"tensors?|wavefronts?|warps?|ubuntu|linux|docker|wsl2?|miopen|rccl|nccl|hsa\w*|lds|xnack|"
+    r"offload\w*|simd|vram|hbm|gemm|bf16|fp(?:8|16|32|64)|shared\s+memory|atomics?|"
+    r"bank\s+conflicts?|reductions?|occupancy|coalesc\w*|devices?|host|threads?|streams?)\b|显卡|显存|驱动|编译|内核|算子|共享内存|寄存器|线程|核函数|移植|并行|张量|训练|推理|微调|量化",
     re.IGNORECASE,
 )
 # A message that tells the assistant to drop its instructions or show its prompt is an injection
@@ -467,7 +471,7 @@ class Answerer:
         closest = max((s for spans in dense.values() for *_, s in spans), default=None)
         if (
             closest is not None
-            and closest < OFF_TOPIC
+            and closest < OFF_TOPIC.get(lang, OFF_TOPIC["en"])
             and not (fact_lines or names or _FIELD.search(question))
         ):
             log.info("no retrieved sentence is near the question (cosine %.2f): not answered", closest)

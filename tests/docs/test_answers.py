@@ -183,13 +183,26 @@ def test_an_instruction_to_the_assistant_is_declined_even_when_it_names_the_fiel
 
 
 def test_a_message_off_the_field_is_declined_rather_than_answered_with_noise(engine) -> None:
-    for question in ("hello", "Write me a poem about cats.", "How do I bake sourdough bread?"):
+    for question in (
+        "hello",
+        "Write me a poem about cats.",
+        "How do I bake sourdough bread?",
+        "What is 17 times 23?",
+        "$(rm -rf /)",
+        "' OR 1=1; DROP TABLE docs_chunks;--",
+        "what's the best build for a mage in Elden Ring?",
+    ):
         answer = engine.ask(question)
         assert answer.answer == label("nothing", "en") and answer.sources == [], question
     assert engine.ask("帮我写一首关于春天的诗").answer == label("nothing", "zh")
-    # ... but a short question of the field, or one that mostly tells its setting, is answered
+    # ... but a short question of the field, with or without its words, or one that mostly tells its
+    # setting, is answered; a Chinese one too, though the embedding model reads it less well
     for question in (
         "LDS?",
+        "How do I profile my app?",
+        "zero-copy memory",
+        "How do I pick the block size?",
+        "bank 冲突怎么避免？",
         "After Ubuntu 24.04 upgraded its kernel, rocminfo no longer lists the Radeon 780M of my "
         "Ryzen laptop. What should I check?",
     ):
