@@ -6,11 +6,11 @@ Three kinds of question files:
 - the earlier sets (questions.jsonl, questions_holdout.jsonl, questions_blind.jsonl):
   {"question", "type": "lookup"|..., "sources", "facts", "api", "hip"}; correct = every fact in the
   answer (the `answer` field, not "More") and an expected source among the first 5;
-- the real sets (questions_real.jsonl to questions_real9.jsonl, real questions from ROCm/HIP,
-  HIPIFY, ROCm and LLM-on-ROCm issues; real3 was never tuned on, real4 to real9 were measured at
+- the real sets (questions_real.jsonl to questions_real10.jsonl, real questions from ROCm/HIP,
+  HIPIFY, ROCm and LLM-on-ROCm issues; real3 was never tuned on, real4 to real10 were measured at
   the start and the end of the session each came in, real5 also once for attribution; real6's
   misses were read in the session after its own, real7's and real8's two sessions after; real9's
-  were never read):
+  and real10's were never read):
   {"id", "question", "lang", "kind", "reference", "expect", "source_url"}; correct = every expected term in the answer, cited = the answer has sources.
   A question asked in a thread that a porting note was written from is also counted apart
   ("thread:note source" against "thread:unseen").
@@ -57,6 +57,7 @@ SETS = (
     "questions_real7.jsonl",
     "questions_real8.jsonl",
     "questions_real9.jsonl",
+    "questions_real10.jsonl",
     "questions_offtopic.jsonl",
 )
 
