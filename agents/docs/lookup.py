@@ -18,6 +18,9 @@ MAX_APIS = 8
 # The names hipify converts: "hipify leaves it unconverted" says something about these only
 _CUDA_PREFIXES = r"__|cuda|cu[A-Z]|CU|cublas|cusparse|cusolver|curand|cufft|cudnn|cub::|nvrtc|NVRTC"
 _CUDA_NAME = re.compile(rf"^(?:{_CUDA_PREFIXES})")
+# The longest name of HIPIFY's tables has 64 characters: a longer "name" is no API, and
+# one without two letters in a row ("________") is punctuation.
+MAX_NAME_CHARS = 80
 _API_PREFIX = re.compile(rf"^(?:{_CUDA_PREFIXES}|hip|HIP|roc|miopen)")
 _CONCEPTUAL = re.compile(
     r"\b(why|how (?:do|does|did|can|could|should|to|is|are)|explain|differen\w*|compare|wrong|incorrect|"
@@ -325,7 +328,8 @@ class ApiIndex:
                     found.setdefault(f"{hit.name} (HIP)", Found(hit.name, "hip", others))
             elif (
                 hit is None
-                and len(token) >= 6
+                and 6 <= len(token) <= MAX_NAME_CHARS
+                and re.search(r"[A-Za-z]{2}", token)
                 and _API_PREFIX.match(token)
                 and _api_shaped(token)
                 and token not in self.vocabulary

@@ -9,6 +9,7 @@ import pytest
 from fixtures_docs import RUNTIME, IngestedDocs, docs_settings_for, paths
 
 from hipbot.agents.docs.answers import MAX_QUESTION_CHARS, ask
+from hipbot.agents.docs.compose import ANSWER_CHARS
 from hipbot.cli import main
 from hipbot.errors import HipbotError
 
@@ -107,6 +108,15 @@ def test_an_unknown_word_that_only_starts_like_a_hip_name_is_searched_not_report
     assert all(a.get("query") != "hipifying" for a in answer.apis)
     package = engine.ask("amdgpu-install --usecase=wsl,rocm fails: unable to locate rocr4wsl. Why?")
     assert "`rocr4wsl` is in neither" not in package.answer and package.sources
+
+
+def test_a_run_of_underscores_or_a_token_too_long_for_an_api_is_not_echoed_as_a_name(engine) -> None:
+    """Pasted garbage is no API name: the answer neither repeats it nor passes the length limit."""
+    for question in ("_" * 1999, "why does __" + "x" * 200 + "__ fail?"):
+        answer = engine.ask(question)
+        assert "is in neither" not in answer.answer and len(answer.answer) <= ANSWER_CHARS, question
+        assert answer.apis == [], question
+    assert "`cudaFrobnicateWidget` is in neither" in engine.ask("What replaces cudaFrobnicateWidget?").answer
 
 
 def test_the_search_weighs_in_what_is_asked_over_a_long_setting(engine) -> None:
