@@ -44,8 +44,17 @@ class Embedder:
         location = model_location(name)
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
-            self.model = SentenceTransformer(location, device="cpu")
+            # transformers draws a "Loading weights" bar on stderr for every load: not on the
+            # terminal of `hipbot ask`, nor in the bot's log
+            shown = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+            try:
+                self.model = SentenceTransformer(location, device="cpu")
+            finally:
+                if shown:
+                    hf_logging.enable_progress_bar()
         except ImportError as exc:
             raise HipbotError(
                 "sentence-transformers is not installed", hint="pip install 'hipbot[bot]'"

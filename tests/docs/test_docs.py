@@ -271,3 +271,15 @@ def test_a_full_stop_inside_inline_code_does_not_end_the_sentence() -> None:
         "Use the HIP language (`project(... LANGUAGES HIP)`) rather than hipcc.",
         "Then build it.",
     ]
+
+
+def test_loading_the_embedding_model_draws_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    """`hipbot ask` prints its answer only: transformers' "Loading weights" bar stays off stderr,
+    and is left on for what else draws it (a training run's own bars)."""
+    from transformers.utils import logging as hf_logging
+
+    from hipbot.agents.docs.embeddings import Embedder
+
+    Embedder()
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
