@@ -92,7 +92,8 @@ _FIELD = re.compile(
     r"rx\s?\d{3,4}\w*|kernels?|drivers?|compil\w+|nvcc|clang|hipify\w*|(?:py)?torch|vllm|llama\w*|ollama|triton|"
     r"tensors?|wavefronts?|warps?|ubuntu|linux|docker|wsl2?|miopen|rccl|nccl|hsa\w*|lds|xnack|"
     r"offload\w*|simd|vram|hbm|gemm|bf16|fp(?:8|16|32|64)|shared\s+memory|atomics?|"
-    r"bank\s+conflicts?|reductions?|occupancy|coalesc\w*|devices?|host|threads?|streams?)\b|显卡|显存|驱动|编译|内核|算子|共享内存|寄存器|线程|核函数|移植|并行|张量|训练|推理|微调|量化",
+    r"bank\s+conflicts?|reductions?|occupancy|coalesc\w*|device\s+code|host\s+code)\b|"
+    r"显卡|显存|驱动|编译|内核|算子|共享内存|寄存器|线程|核函数|移植|并行|张量|训练|推理|微调|量化",
     re.IGNORECASE,
 )
 # A message that tells the assistant to drop its instructions or show its prompt is an injection
