@@ -191,6 +191,7 @@ def test_a_message_off_the_field_is_declined_rather_than_answered_with_noise(eng
         "$(rm -rf /)",
         "' OR 1=1; DROP TABLE docs_chunks;--",
         "what's the best build for a mage in Elden Ring?",
+        "how do I host a website?",
     ):
         answer = engine.ask(question)
         assert answer.answer == label("nothing", "en") and answer.sources == [], question
@@ -202,6 +203,7 @@ def test_a_message_off_the_field_is_declined_rather_than_answered_with_noise(eng
         "How do I profile my app?",
         "zero-copy memory",
         "How do I pick the block size?",
+        "Is there printf in device code?",
         "bank 冲突怎么避免？",
         "After Ubuntu 24.04 upgraded its kernel, rocminfo no longer lists the Radeon 780M of my "
         "Ryzen laptop. What should I check?",
