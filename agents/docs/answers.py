@@ -103,6 +103,14 @@ _INJECTION = re.compile(
     r"(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|directions)\b"
     r"|\b(?:reveal|print|show|repeat|output|tell\s+me|give\s+me|what\s+is|what's)\s+(?:me\s+)?your\s+"
     r"(?:system\s+prompt|initial\s+prompt|hidden\s+prompt|instructions)\b"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:(?:of\s+)?(?:your|the|my)\s+)?"
+    r"(?:instructions|prompts?|rules)\s+(?:above|before|so\s+far|you\s+were\s+given)\b"
+    r"|\b(?:repeat|print|output)\s+(?:all\s+)?(?:the\s+)?(?:text|words|everything)\s+above\b"
+    r"|\byou\s+are\s+now\s+(?:DAN|in\s+developer\s+mode|jailbroken|unrestricted)\b"
+    r"|\bignor(?:e|ez)\s+(?:toutes\s+)?les\s+instructions\s+pr[ée]c[ée]dentes"
+    r"|\bignora\s+(?:todas\s+)?las\s+instrucciones\s+anteriores"
+    r"|\bignoriere\s+(?:alle\s+)?(?:vorherigen|bisherigen)\s+anweisungen"
+    r"|(?:以前|前)の指示を無視"
     r"|(?:忽略|无视|忘记|忘掉).{0,10}(?:指令|指示|提示词|规则|设定)|你的(?:系统)?(?:提示词|系统提示)",
     re.IGNORECASE,
 )
