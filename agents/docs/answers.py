@@ -84,7 +84,7 @@ NEIGHBOURS = 3  # the best passages whose neighbouring chunks (same section) may
 # field, the closest sentence is 0.45 at the lowest ("LDS?"), mostly 0.5 and up; of chit-chat,
 # arithmetic, games, shell and SQL payloads 0.17-0.41. The embedding model reads English: a Chinese
 # question's sentences come less close, and it keeps the lower bar.
-OFF_TOPIC = {"en": 0.42, "zh": 0.33}
+OFF_TOPIC = {"en": 0.42, "zh": 0.33}  # by ``language_of``
 # ... unless it names the field: a long question that tells its setting (the distribution, the
 # kernel update, the laptop's GPU) can have no sentence that close and still be a real question.
 _FIELD = re.compile(
@@ -100,11 +100,10 @@ _FIELD = re.compile(
 # attempt, not a question: declined like one off the field, before any endpoint sees it.
 _INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:(?:of\s+)?(?:your|the|my)\s+)?"
-    r"(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|directions)\b"
+    r"(?:(?:previous|prior|above|earlier|preceding|system|original)\s+(?:instructions|prompts?|rules|directions)"
+    r"|(?:instructions|prompts?|rules)\s+(?:above|before|so\s+far|you\s+were\s+given))\b"
     r"|\b(?:reveal|print|show|repeat|output|tell\s+me|give\s+me|what\s+is|what's)\s+(?:me\s+)?your\s+"
     r"(?:system\s+prompt|initial\s+prompt|hidden\s+prompt|instructions)\b"
-    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:(?:of\s+)?(?:your|the|my)\s+)?"
-    r"(?:instructions|prompts?|rules)\s+(?:above|before|so\s+far|you\s+were\s+given)\b"
     r"|\b(?:repeat|print|output)\s+(?:all\s+)?(?:the\s+)?(?:text|words|everything)\s+above\b"
     r"|\byou\s+are\s+now\s+(?:DAN|in\s+developer\s+mode|jailbroken|unrestricted)\b"
     r"|\bignor(?:e|ez)\s+(?:toutes\s+)?les\s+instructions\s+pr[ée]c[ée]dentes"
@@ -480,7 +479,7 @@ class Answerer:
         closest = max((s for spans in dense.values() for *_, s in spans), default=None)
         if (
             closest is not None
-            and closest < OFF_TOPIC.get(lang, OFF_TOPIC["en"])
+            and closest < OFF_TOPIC[lang]
             and not (fact_lines or names or _FIELD.search(question))
         ):
             log.info("no retrieved sentence is near the question (cosine %.2f): not answered", closest)
