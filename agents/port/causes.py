@@ -154,6 +154,16 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
                     place=_place(diag),
                 ),
             )
+        m = re.match(r"unexpected character <(U\+[0-9A-F]+)>", diag.message)
+        if m:
+            return Cause(
+                "not-valid-cuda",
+                N_(
+                    "a stray character ({char}) in the source at {place}; nvcc refuses it too",
+                    char=m.group(1),
+                    place=_place(diag),
+                ),
+            )
         m = re.search(
             r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
             diag.message,

@@ -46,12 +46,20 @@ def shim_include(state: UnitState, file: Path) -> str:
     return f'#include "{rel}"'
 
 
+_CODE_LINE = re.compile(r"^[ \t]*(?!#|//|/\*|\*|$)\S", re.M)
+
+
 def insert_after_hip_include(text: str, line: str) -> str:
+    """``line`` after the HIP includes at the head of the file (before its first line of code: a
+    HIP header included further down comes after code that may need the shim), else first."""
     if line in text:
         return text
     found = list(re.finditer(r'^[ \t]*#[ \t]*include[ \t]*[<"]hip/[^\n]*\n', text, re.M))
-    at = found[-1].end() if found else 0
-    if not found:
+    code = _CODE_LINE.search(text)
+    head = [m for m in found if code is None or m.end() <= code.start()]
+    if head or found:
+        at = (head or found[:1])[-1].end()
+    else:
         m = re.search(r"^[ \t]*#[ \t]*include[^\n]*\n", text, re.M)
         at = m.start() if m else 0
     return text[:at] + line + "\n" + text[at:]

@@ -17,9 +17,10 @@ from hipbot.agents.hipify.report import HipifyOptions
 from hipbot.agents.port import rocm as rocm_lib
 from hipbot.agents.port.causes import classify, inline_ptx
 from hipbot.agents.port.compiler import CompileResult, CompileSettings, compile_unit, escaping_includes
+from hipbot.agents.port.ptx import ptx_fixes
 from hipbot.agents.port.report import Cause, Edit, PortReport, UnitReport, text_diff
 from hipbot.agents.port.rules import Fix, UnitState, find_fixes
-from hipbot.agents.port.source_fixes import included_files, ptx_fixes
+from hipbot.agents.port.source_fixes import included_files
 from hipbot.agents.port.tree import check_dirs, read_text, write_text, write_tree
 from hipbot.agents.port.units import Unit, discover
 from hipbot.i18n import N_

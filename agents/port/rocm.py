@@ -9,7 +9,7 @@ Shims (each only for targets older than the release that added the real thing):
 - ROCm < 6.1: cooperative groups ``reduce`` with ``plus``/``less``/``greater``/``bit_and``/
   ``bit_or``/``bit_xor`` over a tile's ``shfl_xor`` (``cooperative_groups/reduce.h``).
 - ROCm < 5.4: ``hipDrvGetErrorString``/``hipDrvGetErrorName`` through ``hipGetErrorString``/``Name``.
-- Any version: the functions one-instruction inline PTX is rewritten to (``source_fixes.PTX_OPS``),
+- Any version: the functions one-instruction inline PTX is rewritten to (``ptx.PTX_OPS``),
   and the ``T**`` templates CUDA's ``cuda_runtime.h`` has and HIP lacks (:data:`VOID_PP_TEMPLATES`:
   ``hipHostAlloc``, ``hipMallocHost``, ``hipMallocPitch``, ``hipHostGetDevicePointer``; the
   two-argument ``hipEventCreate``) for calls a

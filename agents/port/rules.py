@@ -27,6 +27,7 @@ from hipbot.agents.port.fixes import (
     insert_after_hip_include,
     shim_include,
 )
+from hipbot.agents.port.newer_cuda import rule_cooperative_groups, rule_graph_edges, rule_half_minmax
 from hipbot.agents.port.source_fixes import rule_dependent_base, rule_identity_define, rule_nvcc_guard
 from hipbot.agents.port.tree import read_text
 from hipbot.i18n import N_
@@ -172,6 +173,20 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
                 add_args=tuple(f"-I{d}" for d in inc),
             )
         return None
+    moved = library_subfolder(name)
+    if moved:
+        return Fix(
+            "library-header",
+            N_(
+                "<{header}> is installed as <{path}> (ROCm libraries keep their headers in a folder of "
+                "their name; the top-level copies were removed)",
+                header=name,
+                path=moved,
+            ),
+            DOC_HEADERS,
+            file,
+            lambda text: pattern.sub(f"#include <{moved}>\n", text, count=1),
+        )
     # the project's own header, in a folder the build files did not say
     base = os.path.basename(name)
     candidates = [p for p in state.files_by_name.get(base, []) if str(p).endswith(name)]
@@ -206,6 +221,17 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
             new_files=tuple((Path(samples.FOLDER) / n, t) for n, t in samples.HEADERS.items()),
         )
     return None
+
+
+SYSTEM_INCLUDE_DIRS = ("/opt/rocm/include", "/usr/include")
+
+
+def library_subfolder(name: str, dirs: tuple[str, ...] = SYSTEM_INCLUDE_DIRS) -> str | None:
+    """``hipsparse.h`` -> ``hipsparse/hipsparse.h`` when only the latter is installed."""
+    if "/" in name or not name.endswith(".h"):
+        return None
+    moved = f"{name[:-2]}/{name}"
+    return moved if any(Path(d, moved).is_file() for d in dirs) else None
 
 
 @cache
@@ -264,16 +290,21 @@ DOC_OVERLOADS = (
 )
 
 
-def _cast_first_argument(text: str, line_no: int, name: str) -> str:
-    lines = text.split("\n")
-    if not 0 < line_no <= len(lines):
-        return text
-    line = lines[line_no - 1]
-    m = re.search(rf"\b{re.escape(name)}\s*\(\s*", line)
-    if m is None or line[m.end() :].startswith("(void**)"):
-        return text
-    lines[line_no - 1] = line[: m.end()] + "(void**)" + line[m.end() :]
-    return "\n".join(lines)
+_CAST = re.compile(r"\(\s*void\s*\*\s*\*\s*\)|reinterpret_cast\s*<\s*void\s*\*\s*\*\s*>")
+
+
+def cast_first_arguments(text: str, name: str) -> str:
+    """Every call of ``name`` in the file gets ``(void**)`` before its first argument (one round
+    for them all); a declaration of the name (a type before it) and a call already cast are left."""
+
+    def cast(m: re.Match[str]) -> str:
+        before = text[max(0, m.start() - 80) : m.start()].rstrip()
+        word = re.search(r"[\w*&]+$", before)
+        if word and word.group(0) != "return":
+            return m.group(0)
+        return m.group(0) + "(void**)"
+
+    return re.sub(rf"(?<![\w.>]){re.escape(name)}\s*\(\s*(?!\s|{_CAST.pattern})", cast, text)
 
 
 def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
@@ -284,7 +315,7 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
     if file.is_absolute() or not (state.root / file).is_file():
         return None
     text = read_text(state.root / file)
-    if name not in VOID_PP_FIRST or _cast_first_argument(text, diag.line, name) == text:
+    if name not in VOID_PP_FIRST or cast_first_arguments(text, name) == text:
         # the name is not on the line (a macro built it with ##): CUDA's templates, in the shim
         if name not in rocm.VOID_PP_TEMPLATES:
             return None
@@ -310,7 +341,7 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
         ),
         DOC_OVERLOADS,
         file,
-        lambda text, line=diag.line: _cast_first_argument(text, line, name),
+        lambda text: cast_first_arguments(text, name),
     )
 
 
@@ -333,44 +364,6 @@ def rule_std(diag: Diag, state: UnitState) -> Fix | None:
 
 
 # cudaDeviceProp fields ROCm 5 lacks, with what says the same thing there
-_CONST_BLOCK = re.compile(r"\bconst\s+((?:cg|cooperative_groups)\s*::\s*)?thread_block\s*&")
-_GROUP_DIM = re.compile(r"\b[A-Za-z_]\w*\s*(?:\.|->)\s*group_dim\s*\(\s*\)")
-
-
-def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
-    """ROCm 5's thread_block: no ``group_dim()`` (CUDA's older name of ``dim_threads()``: for a block
-    it is blockDim), and ``group_index()``/``thread_index()`` are not const members, so a block
-    passed as ``const thread_block&`` is passed as ``thread_block&``."""
-    file = Path(diag.file)
-    if file.is_absolute() or not (state.root / file).is_file():
-        return None
-    if "no member named 'group_dim'" in diag.message:
-        return Fix(
-            "cooperative-groups",
-            N_(
-                "thread_block::group_dim() is not in ROCm's cooperative groups: a block's dimensions are blockDim"
-            ),
-            rocm.DOC_CG,
-            file,
-            lambda text: _GROUP_DIM.sub("dim3(blockDim.x, blockDim.y, blockDim.z)", text),
-        )
-    if (
-        "has type 'const" in diag.message
-        and "thread_block" in diag.message
-        and "not marked const" in diag.message
-    ):
-        return Fix(
-            "cooperative-groups",
-            N_(
-                "ROCm 5's thread_block member functions are not const: the block is passed by plain reference"
-            ),
-            rocm.DOC_CG,
-            file,
-            lambda text: _CONST_BLOCK.sub(lambda m: (m.group(1) or "") + "thread_block&", text),
-        )
-    return None
-
-
 PROP_FIELDS = {
     "sharedMemPerMultiprocessor": (
         "{obj}maxSharedMemoryPerMultiProcessor",
@@ -553,6 +546,8 @@ RULES: tuple[Callable[[Diag, UnitState], Fix | None], ...] = (
     rule_void_main,
     rule_same_as,
     rule_cooperative_groups,
+    rule_graph_edges,
+    rule_half_minmax,
     rule_nvcc_guard,
     rule_dependent_base,
 )

@@ -1,6 +1,6 @@
 """Rules that look at the unit's own sources rather than at one diagnostic's line: the project
-files a unit includes, preprocessor guards on ``__NVCC__`` and single-instruction inline PTX that
-has an exact HIP counterpart.
+files a unit includes, preprocessor guards on ``__NVCC__``, a project's identity aliases and
+enumerators of a dependent base (inline PTX is :mod:`ptx`'s).
 
 - ``#ifdef __NVCC__``: nvcc defines ``__NVCC__`` in every pass, hipcc defines ``__HIPCC__`` (HIPIFY
   renames ``__CUDACC__`` only), so declarations behind the guard vanish and their uses are
@@ -8,9 +8,6 @@ has an exact HIP counterpart.
 - ``#define cudaDeviceMapHost hipDeviceMapHost``: a project's own CUDA-to-HIP aliases become
   ``#define hipDeviceMapHost hipDeviceMapHost`` once translated, which redefines HIP's macro as
   itself, so the name no longer expands to its value. The identity lines are commented out.
-- ``asm("bfe.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))`` and the other one-line
-  integer instructions of :data:`PTX_OPS`: an assignment from the ``hip_compat.h`` function with the
-  PTX ISA's semantics (``-fsyntax-only`` passes PTX unassembled, so the build would fail on it).
 """
 
 from __future__ import annotations
@@ -19,14 +16,12 @@ import os
 import re
 from pathlib import Path
 
-from hipbot.agents.port import rocm
 from hipbot.agents.port.compiler import Diag
-from hipbot.agents.port.fixes import UNDECLARED, Fix, UnitState, insert_after_hip_include, shim_include
+from hipbot.agents.port.fixes import UNDECLARED, Fix, UnitState
 from hipbot.agents.port.tree import read_text
 from hipbot.i18n import N_
 
 DOC_NVCC = "CUDA Programming Guide (nvcc defines __NVCC__); HIP/docs/how-to/hip_porting_guide.rst (__HIPCC__)"
-DOC_PTX = "PTX ISA (bfe, brev, popc); HIP/docs/how-to/hip_cpp_language_extensions.rst (inline assembly is GCN/CDNA, not PTX)"
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 _NVCC_GUARD = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b[^\n]*\b__NVCC__\b[^\n]*$", re.M)
@@ -111,57 +106,6 @@ def rule_identity_define(diag: Diag, state: UnitState) -> Fix | None:
             ),
         )
     return None
-
-
-# PTX opcode -> (operands after %0, the hip_compat.h function with the instruction's semantics)
-PTX_OPS: dict[str, tuple[int, str]] = {
-    "bfe.u32": (3, "__hipbot_ptx_bfe_u32"),
-    "bfe.s32": (3, "__hipbot_ptx_bfe_s32"),
-    "brev.b32": (1, "__brev"),
-    "popc.b32": (1, "__popc"),
-}
-_OPERAND = r'\s*"r"\s*\(\s*([^()]+?)\s*\)\s*'
-_ONE_INSN = re.compile(
-    r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"\s*([a-z]+\.[a-z0-9]+)\s+%0\s*((?:,\s*%\d\s*)*);?\s*\"\s*"
-    r':\s*"=r"\s*\(\s*([^()]+?)\s*\)\s*:((?:' + _OPERAND + r",?)+)\)\s*;"
-)
-
-
-def _rewrite_asm(m: re.Match[str]) -> str:
-    op, rest, out, operands = m.group(1), m.group(2), m.group(3), m.group(4)
-    spec = PTX_OPS.get(op)
-    args = re.findall(_OPERAND, operands)
-    refs = re.findall(r"%(\d)", rest)
-    if spec is None or len(args) != spec[0] or refs != [str(i + 1) for i in range(spec[0])]:
-        return m.group(0)
-    return f"{out} = {spec[1]}({', '.join(args)}); /* hipbot port: was PTX {op} */"
-
-
-def ptx_fixes(state: UnitState) -> list[Fix]:
-    """One fix per file of the unit with inline PTX that :data:`PTX_OPS` rewrites."""
-    fixes = []
-    for rel in included_files(state):
-        text = read_text(state.root / rel)
-        ops = sorted({m.group(1) for m in _ONE_INSN.finditer(text) if _rewrite_asm(m) != m.group(0)})
-        if not ops:
-            continue
-        line = shim_include(state, rel)
-        fixes.append(
-            Fix(
-                "inline-ptx",
-                N_(
-                    "inline PTX in {path} ({ops}) becomes the HIP function with the same semantics ({shim})",
-                    path=str(rel),
-                    ops=", ".join(ops),
-                    shim=rocm.SHIM_NAME,
-                ),
-                DOC_PTX,
-                rel,
-                lambda t, line=line: insert_after_hip_include(_ONE_INSN.sub(_rewrite_asm, t), line),
-                new_files=((Path(rocm.SHIM_NAME), rocm.shim_text()),),
-            )
-        )
-    return fixes
 
 
 DOC_DEPENDENT_BASE = (

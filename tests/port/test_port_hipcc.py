@@ -69,7 +69,7 @@ FILES = {
     "  cuGetErrorString(r, &s);\n  return s;\n}\n",
     "blas.cu": KERNEL_HEAD + "#include <cublas_v2.h>\nvoid f() { cublasHandle_t h; cublasCreate(&h); }\n",
     "ptx.cu": KERNEL_HEAD + "__global__ void lane(unsigned* out) {\n  unsigned id;\n"
-    '  asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));\n  out[threadIdx.x] = id;\n}\n',
+    '  asm volatile("activemask.b32 %0;" : "=r"(id));\n  out[threadIdx.x] = id;\n}\n',
     "newapi.cu": KERNEL_HEAD
     + "void f(cudaGraph_t g, cudaGraphNode_t* n, cudaGraphNodeParams* p) {\n"
     + "  cudaGraphAddNode(n, g, nullptr, 0, p);\n}\n",
