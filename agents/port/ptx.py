@@ -50,6 +50,7 @@ def _ops() -> dict[str, str]:
     ops: dict[str, str] = {
         "bfe.u32": "__hipbot_ptx_bfe_u32({1}, {2}, {3})",
         "bfe.s32": "__hipbot_ptx_bfe_s32({1}, {2}, {3})",
+        "bfi.b32": "__hipbot_ptx_bfi_b32({1}, {2}, {3}, {4})",
         "brev.b32": "__brev({1})",
         "popc.b32": "__popc({1})",
         "prmt.b32": "__byte_perm({1}, {2}, {3})",

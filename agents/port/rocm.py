@@ -178,7 +178,8 @@ inline hipError_t hipEventCreate(hipEvent_t* e, unsigned int f) { return hipEven
 """
 _PTX = """\
 // One-instruction inline PTX rewritten by `hipbot port`, with the PTX ISA's semantics
-// (bfe: position and length taken mod 256, bits past bit 31 are 0 for u32 or the sign for s32).
+// (bfe: position and length taken mod 256, bits past bit 31 are 0 for u32 or the sign for s32;
+// bfi likewise).
 __device__ inline unsigned int __hipbot_ptx_mask(unsigned int n) { return n >= 32 ? ~0u : (1u << n) - 1u; }
 __device__ inline unsigned int __hipbot_ptx_bits(unsigned int pos, unsigned int len) {
   pos &= 0xff; len &= 0xff;
@@ -194,6 +195,13 @@ __device__ inline int __hipbot_ptx_bfe_s32(int a, unsigned int pos, unsigned int
   unsigned int top = pos + len - 1 > 31 ? 31 : pos + len - 1, n = __hipbot_ptx_bits(pos, len);
   unsigned int sign = ((unsigned int)a >> top) & 1u ? ~__hipbot_ptx_mask(n) : 0u;
   return (int)((n == 0 ? 0u : ((unsigned int)a >> pos) & __hipbot_ptx_mask(n)) | sign);
+}
+// bfi: the low bits of a put into b at pos (as many as fit below bit 32); b when none do.
+__device__ inline unsigned int __hipbot_ptx_bfi_b32(unsigned int a, unsigned int b, unsigned int pos, unsigned int len) {
+  unsigned int n = __hipbot_ptx_bits(pos, len);
+  if (n == 0) return b;
+  unsigned int mask = __hipbot_ptx_mask(n) << (pos & 0xff);
+  return (b & ~mask) | ((a << (pos & 0xff)) & mask);
 }
 """
 

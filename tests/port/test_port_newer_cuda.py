@@ -6,10 +6,14 @@ fails with the rules off and compiles with them."""
 
 from __future__ import annotations
 
+import itertools
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from hipbot.agents.port import rocm
 from hipbot.agents.port.fixes import insert_after_hip_include
 from hipbot.agents.port.newer_cuda import drop_null_edge_data
 from hipbot.agents.port.pipeline import PortOptions, port
@@ -173,3 +177,53 @@ def test_one_instruction_ptx_rewritten_and_the_rest_left() -> None:
     assert lines[3].startswith("i = __float2int_rn(a);") and lines[4].startswith("__syncthreads();")
     # an offset address, several instructions, a wrong operand count: left as they were
     assert lines[5:8] == text.split("\n")[5:8]
+
+
+def _ptx_bfe(a: int, pos: int, length: int, signed: bool) -> int:
+    """The PTX ISA's bfe pseudo-code (32-bit)."""
+    pos, length = pos & 0xFF, length & 0xFF
+    sbit = 0 if (not signed or length == 0) else (a >> min(pos + length - 1, 31)) & 1
+    d = 0
+    for i in range(32):
+        bit = (a >> (pos + i)) & 1 if (i < length and pos + i <= 31) else sbit
+        d |= bit << i
+    return d
+
+
+def _ptx_bfi(a: int, b: int, pos: int, length: int) -> int:
+    """The PTX ISA's bfi pseudo-code (32-bit)."""
+    pos, length, f = pos & 0xFF, length & 0xFF, b
+    for i in range(length):
+        if pos + i > 31:
+            break
+        f = (f & ~(1 << (pos + i))) | (((a >> i) & 1) << (pos + i))
+    return f
+
+
+@pytest.mark.hipcc
+def test_ptx_helpers_follow_the_isa(tmp_path: Path) -> None:
+    """The shim's bfe/bfi, built for the host with hipcc's own clang, against the ISA's pseudo-code
+    on operands around the edges (position and length 0, 31, 32, past 255)."""
+    cxx = shutil.which("clang++-15") or shutil.which("c++")
+    assert cxx, "no C++ compiler beside hipcc"
+    shim = rocm.shim_text()
+    helpers = shim[shim.index("__device__ inline unsigned int __hipbot_ptx_mask") :].replace(
+        "__device__ ", ""
+    )
+    values = (0, 1, 7, 31, 32, 33, 255, 256 + 3)
+    words = (0x0, 0xFFFFFFFF, 0x80000001, 0x12345678)
+    cases = list(itertools.product(words, values, values))
+    main = "#include <cstdio>\n" + helpers + "int main() {\n"
+    for a, pos, n in cases:
+        main += (
+            f'  printf("%u %u %u\\n", __hipbot_ptx_bfe_u32({a}u, {pos}u, {n}u), '
+            f"(unsigned)__hipbot_ptx_bfe_s32((int){a}u, {pos}u, {n}u), "
+            f"__hipbot_ptx_bfi_b32({a}u, 0x0F0F0F0Fu, {pos}u, {n}u));\n"
+        )
+    (tmp_path / "t.cpp").write_text(main + "}\n")
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "t"), str(tmp_path / "t.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout.split("\n")
+    for (a, pos, n), line in zip(cases, out, strict=False):
+        got = tuple(int(x) for x in line.split())
+        want = (_ptx_bfe(a, pos, n, False), _ptx_bfe(a, pos, n, True), _ptx_bfi(a, 0x0F0F0F0F, pos, n))
+        assert got == want, (a, pos, n)
