@@ -4,6 +4,7 @@ unfinished source; otherwise hipcc's first error with its place."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from hipbot.agents.hipify import mappings
@@ -62,6 +63,28 @@ def inline_ptx(state: UnitState) -> Cause | None:
                 line = text.count("\n", 0, m.start()) + 1
                 where = f"{rel}:{line}"
                 return Cause("inline-ptx", N_(_INLINE_PTX, place=where))
+    return None
+
+
+_LINE_MARKER = re.compile(r'^# (\d+) "([^"]+)"')
+
+
+def live_ptx(preprocessed: str, state: UnitState) -> Cause | None:
+    """PTX in ``asm()`` that the compiler sees (the preprocessed unit, project files only): a PTX
+    statement in a branch hipcc never takes (``#ifdef __CUDA_ARCH__``) is no cause."""
+    unit_dir = (state.root / state.source).parent
+    where, line = "", 0
+    for text_line in preprocessed.split("\n"):
+        marker = _LINE_MARKER.match(text_line)
+        if marker:
+            where, line = marker.group(2), int(marker.group(1))
+            continue
+        if where and not where.startswith(("/", "<")):
+            m = _PTX_ASM.search(text_line)
+            if m and _PTX_WORD.search(m.group(1)):
+                rel = os.path.relpath(os.path.normpath(unit_dir / where), state.root)
+                return Cause("inline-ptx", N_(_INLINE_PTX, place=f"{rel}:{line}"))
+        line += 1
     return None
 
 

@@ -124,6 +124,28 @@ def compile_unit(source: Path, root: Path, args: list[str], settings: CompileSet
     return CompileResult(ok, cmd, str(cwd), diags, error, run.seconds, text)
 
 
+def preprocess_unit(source: Path, root: Path, args: list[str], settings: CompileSettings) -> str | None:
+    """The unit preprocessed for the host and the device (``hipcc -E``, sandboxed like a compile):
+    what the compiler sees once ``#if`` branches are taken; None when hipcc cannot do it."""
+    cwd = (root / source).parent
+    hipcc = find_hipcc()
+    if hipcc is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="hipbot-port-") as tmp:
+        out = os.path.join(tmp, "unit.i")
+        cmd = [hipcc, f"--offload-arch={settings.arch}", "-E", "-o", out, *args, "-x", "hip", source.name]
+        limits = Limits(
+            seconds=settings.timeout, cpu_seconds=int(settings.timeout) * 2 + 10, memory_bytes=8 << 30
+        )
+        try:
+            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=limits)
+        except HipbotError:
+            return None
+        if run.timed_out or run.returncode != 0 or not os.path.isfile(out):
+            return None
+        return Path(out).read_text(encoding="utf-8", errors="replace")
+
+
 def parse_diagnostics(text: str, cwd: Path, root: Path) -> list[Diag]:
     diags: list[Diag] = []
     seen: set[tuple] = set()

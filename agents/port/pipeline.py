@@ -15,8 +15,14 @@ from pathlib import Path
 
 from hipbot.agents.hipify.report import HipifyOptions
 from hipbot.agents.port import rocm as rocm_lib
-from hipbot.agents.port.causes import classify, inline_ptx
-from hipbot.agents.port.compiler import CompileResult, CompileSettings, compile_unit, escaping_includes
+from hipbot.agents.port.causes import classify, inline_ptx, live_ptx
+from hipbot.agents.port.compiler import (
+    CompileResult,
+    CompileSettings,
+    compile_unit,
+    escaping_includes,
+    preprocess_unit,
+)
 from hipbot.agents.port.ptx import ptx_fixes
 from hipbot.agents.port.report import Cause, Edit, PortReport, UnitReport, text_diff
 from hipbot.agents.port.rules import Fix, UnitState, find_fixes
@@ -105,6 +111,15 @@ class _Job:
         files = {d.file for d in self.result.errors} | {str(p) for p in included_files(self.state)}
         return any(tree.stamp.get(f, 0) > self.writes_seen for f in files)
 
+    def ptx_cause(self) -> Cause | None:
+        """Inline PTX the build would meet: found in the unit's files, then confirmed in what hipcc
+        preprocesses (a PTX statement behind ``#ifdef __CUDA_ARCH__`` never reaches the compiler)."""
+        cause = inline_ptx(self.state)
+        if cause is None:
+            return None
+        preprocessed = preprocess_unit(self.state.source, self.state.root, self.state.args, self.settings)
+        return cause if preprocessed is None else live_ptx(preprocessed, self.state)
+
     def compile(self) -> CompileResult:
         self.result = compile_unit(self.state.source, self.state.root, self.state.args, self.settings)
         self.hipcc += self.result.seconds
@@ -146,11 +161,12 @@ def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | N
             job.hipcc += result.seconds
             rep.edits += edits
             rep.stage = "model"
-    if options.rules and result.error is None:
+    ptx = None if options.build or not result.ok else job.ptx_cause()
+    if options.rules and result.error is None and (not result.ok or ptx is not None):
         result = _rewrite_ptx(job, tree)
+        ptx = None if options.build or not result.ok else job.ptx_cause()
     rep.command = result.command
     rep.cwd = result.cwd
-    ptx = None if options.build else inline_ptx(state)
     if result.ok and ptx is None:
         rep.status = "compiled"
     elif result.ok:

@@ -64,6 +64,11 @@ FILES = {
     + '  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(p) : "r"(lane), "r"(t), "r"(0x3210));\n'
     + '  asm("st.global.wt.f32 [%0], %1;" : : "l"(y + t), "f"(r));\n'
     + '  asm volatile("membar.gl;");\n  asm volatile("bar.sync 0;" ::: "memory");\n  u[t] = p;\n}\n',
+    # PTX only nvcc's device pass sees (hipcc defines no __CUDA_ARCH__): no cause for the build
+    "deadptx.cu": HEAD
+    + "__device__ int up(int x, int d) {\n  int r = x;\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 300\n"
+    + '  asm("{ .reg .pred p; shfl.up.b32 %0|p, %1, %2, 0; }" : "=r"(r) : "r"(x), "r"(d));\n'
+    + "#else\n  r = __shfl_up(x, d);\n#endif\n  return r;\n}\n",
     # a stray character pasted into the source: nvcc refuses it as well
     "stray.cu": HEAD + "__global__ void k(int* x) { x[0] = 1; }\u23ce\n",
 }
@@ -107,7 +112,7 @@ def test_fails_before_and_compiles_after(ports: tuple[PortReport, PortReport], s
 
 @pytest.mark.hipcc
 def test_what_the_edits_wrote(ports: tuple[PortReport, PortReport]) -> None:
-    _, fixed = ports
+    plain, fixed = ports
     out = Path(fixed.out)
     cg12 = (out / "cg12.hip").read_text()
     assert "(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))" in cg12
@@ -123,6 +128,9 @@ def test_what_the_edits_wrote(ports: tuple[PortReport, PortReport]) -> None:
     late = (out / "late.hip").read_text()
     assert late.index('#include "hip_compat.h"') < late.index("__syncwarp")
     assert "#include <hipsparse/hipsparse.h>" in (out / "sparse.hip").read_text()
+    assert _unit(plain, "deadptx.cu").status == "compiled"
+    dead = _unit(fixed, "deadptx.cu")
+    assert dead.status == "compiled" and dead.stage == "translation" and not dead.edits
     stray = _unit(fixed, "stray.cu")
     assert stray.cause.kind == "not-valid-cuda" and "a stray character (U+23CE)" in stray.cause.text
 
