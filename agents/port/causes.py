@@ -66,6 +66,7 @@ def inline_ptx(state: UnitState) -> Cause | None:
     return None
 
 
+_ELLIPSIS_BLANK = re.compile(r"(?:=|return)\s*(\.\.\.)\s*;|<<<\s*(\.\.\.)\s*>>>|\(\s*(\.\.\.)\s*\)\s*;")
 _LINE_MARKER = re.compile(r'^# (\d+) "([^"]+)"')
 
 
@@ -191,12 +192,15 @@ def classify(result: CompileResult, state: UnitState) -> Cause:
             r"undeclared identifier '(FIXME|TODO|XXX|YOUR_CODE_HERE)'|unknown type name '(FIXME|TODO)'",
             diag.message,
         )
+        if m is None and diag.message == "expected expression":
+            # an exercise's blanks: 'int index = ...;', 'kern<<<...>>>(...);'
+            m = _ELLIPSIS_BLANK.search(_source_line(state, diag))
         if m:
             return Cause(
                 "not-valid-cuda",
                 N_(
                     "the source is unfinished ('{placeholder}' placeholder at {place}); nvcc refuses it too",
-                    placeholder=m.group(1) or m.group(2),
+                    placeholder=next(g for g in m.groups() if g),
                     place=_place(diag),
                 ),
             )

@@ -69,6 +69,8 @@ FILES = {
     + "__device__ int up(int x, int d) {\n  int r = x;\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 300\n"
     + '  asm("{ .reg .pred p; shfl.up.b32 %0|p, %1, %2, 0; }" : "=r"(r) : "r"(x), "r"(d));\n'
     + "#else\n  r = __shfl_up(x, d);\n#endif\n  return r;\n}\n",
+    # an exercise with its blanks still in it
+    "blank.cu": HEAD + "__global__ void k(int* x) {\n  int index = ...;\n  x[index] = 1;\n}\n",
     # a stray character pasted into the source: nvcc refuses it as well
     "stray.cu": HEAD + "__global__ void k(int* x) { x[0] = 1; }\u23ce\n",
 }
@@ -131,6 +133,11 @@ def test_what_the_edits_wrote(ports: tuple[PortReport, PortReport]) -> None:
     assert _unit(plain, "deadptx.cu").status == "compiled"
     dead = _unit(fixed, "deadptx.cu")
     assert dead.status == "compiled" and dead.stage == "translation" and not dead.edits
+    blank = _unit(fixed, "blank.cu")
+    assert (
+        blank.cause.kind == "not-valid-cuda"
+        and "unfinished ('...' placeholder at blank.hip:4)" in blank.cause.text
+    )
     stray = _unit(fixed, "stray.cu")
     assert stray.cause.kind == "not-valid-cuda" and "a stray character (U+23CE)" in stray.cause.text
 
