@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hipbot.agents.hipify.cpp_tokens import COMMENT, tokenize
 from hipbot.agents.port import rocm
 
 
@@ -63,3 +64,38 @@ def insert_after_hip_include(text: str, line: str) -> str:
         m = re.search(r"^[ \t]*#[ \t]*include[^\n]*\n", text, re.M)
         at = m.start() if m else 0
     return text[:at] + line + "\n" + text[at:]
+
+
+def closing_paren(text: str, open_paren: int) -> int | None:
+    """The offset of the ``)`` closing the ``(`` at ``open_paren`` (strings, characters and
+    comments skipped by the tokenizer), None when the text ends first."""
+    depth = 0
+    for tok in tokenize(text, open_paren):
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return tok.start
+    return None
+
+
+def split_top(text: str, start: int, end: int, sep: str) -> list[str]:
+    """``text[start:end]`` split at the ``sep`` tokens outside brackets, strings and comments
+    (``::`` counts as two ``:``)."""
+    parts, depth, last = [], 0, start
+    for tok in tokenize(text[:end], start):
+        if tok.kind == COMMENT:
+            continue
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+        elif depth == 0 and tok.text in (sep, sep * 2):
+            if len(tok.text) == 2:
+                parts.append(text[last : tok.start])
+                last = tok.start + 1
+            parts.append(text[last : tok.start + len(tok.text) - 1 if len(tok.text) == 2 else tok.start])
+            last = tok.end
+    parts.append(text[last:end])
+    return parts

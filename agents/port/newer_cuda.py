@@ -22,7 +22,15 @@ from pathlib import Path
 
 from hipbot.agents.port import rocm
 from hipbot.agents.port.compiler import Diag
-from hipbot.agents.port.fixes import NO_MEMBER, UNDECLARED, Fix, UnitState, insert_after_hip_include
+from hipbot.agents.port.fixes import (
+    NO_MEMBER,
+    UNDECLARED,
+    Fix,
+    UnitState,
+    closing_paren,
+    insert_after_hip_include,
+    split_top,
+)
 from hipbot.i18n import N_
 
 DOC_GRAPH = (
@@ -105,37 +113,19 @@ GRAPH_EDGES = {
 _NULL = re.compile(r"\s*(?:nullptr|NULL|0|\(\s*\w+\s*\*\s*\)\s*(?:nullptr|NULL|0))\s*")
 
 
-def call_arguments(text: str, open_paren: int) -> tuple[list[str], int] | None:
-    """The top-level arguments of the call whose '(' is at ``open_paren``, and the index after its ')'."""
-    depth, start, args = 0, open_paren + 1, []
-    for i in range(open_paren, len(text)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append(text[start:i])
-                return args, i + 1
-        elif ch == "," and depth == 1:
-            args.append(text[start:i])
-            start = i + 1
-    return None
-
-
 def drop_null_edge_data(text: str, name: str) -> str:
     arity, index = GRAPH_EDGES[name]
     out, pos = [], 0
     for m in re.finditer(rf"\b{name}\s*\(", text):
         if m.start() < pos:
             continue
-        parsed = call_arguments(text, m.end() - 1)
-        if parsed is None:
+        close = closing_paren(text, m.end() - 1)
+        if close is None:
             break
-        args, end = parsed
+        args = split_top(text, m.end(), close, ",")
         if len(args) == arity + 1 and _NULL.fullmatch(args[index]):
             out.append(text[pos : m.end()] + ",".join(args[:index] + args[index + 1 :]).lstrip() + ")")
-            pos = end
+            pos = close + 1
     return "".join(out) + text[pos:]
 
 

@@ -23,7 +23,14 @@ from pathlib import Path
 from string import Formatter
 
 from hipbot.agents.port import rocm
-from hipbot.agents.port.fixes import Fix, UnitState, insert_after_hip_include, shim_include
+from hipbot.agents.port.fixes import (
+    Fix,
+    UnitState,
+    closing_paren,
+    insert_after_hip_include,
+    shim_include,
+    split_top,
+)
 from hipbot.agents.port.source_fixes import included_files
 from hipbot.agents.port.tree import read_text
 from hipbot.i18n import N_
@@ -144,51 +151,6 @@ _STRINGS = re.compile(r'^\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)')
 _OPERAND = re.compile(r'^\s*"([=+&]*)([a-z])"\s*\((.+)\)\s*$', re.S)
 
 
-def _split_top(text: str, sep: str) -> list[str]:
-    """``text`` split at ``sep`` outside parentheses and string literals."""
-    parts, depth, start, quoted, i = [], 0, 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if quoted:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
-def _closing(text: str, open_paren: int) -> int | None:
-    depth, quoted, i = 0, False, open_paren
-    while i < len(text):
-        ch = text[i]
-        if quoted:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
-
-
 def _instruction(strings: str) -> str:
     body = "".join(re.findall(r'"((?:[^"\\\n]|\\.)*)"', strings))
     body = re.sub(r"\\[nt]", " ", body).strip()
@@ -210,12 +172,12 @@ def translate_asm(inside: str) -> tuple[str, str] | None:
         return (NO_OPERANDS[insn], insn) if insn in NO_OPERANDS else None
     if not rest.startswith(":"):
         return None
-    lists = _split_top(rest[1:], ":")
+    lists = split_top(rest, 1, len(rest), ":")
     if len(lists) > 3 or (len(lists) == 3 and lists[2].strip() not in ("", '"memory"')):
         return None
     operands: list[tuple[bool, str]] = []  # (is an output, the C++ expression)
     for part in lists[:2]:
-        for item in _split_top(part, ",") if part.strip() else []:
+        for item in split_top(part, 0, len(part), ",") if part.strip() else []:
             om = _OPERAND.match(item)
             if om is None:
                 return None
@@ -257,7 +219,7 @@ def rewrite_ptx(text: str) -> tuple[str, list[str]]:
     for m in _ASM.finditer(text):
         if m.start() < pos:
             continue
-        close = _closing(text, m.end() - 1)
+        close = closing_paren(text, m.end() - 1)
         if close is None:
             break
         semi = re.match(r"\s*;", text[close + 1 :])
