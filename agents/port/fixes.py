@@ -84,7 +84,9 @@ def split_top(text: str, start: int, end: int, sep: str) -> list[str]:
     """``text[start:end]`` split at the ``sep`` tokens outside brackets, strings and comments
     (``::`` counts as two ``:``)."""
     parts, depth, last = [], 0, start
-    for tok in tokenize(text[:end], start):
+    for tok in tokenize(text, start):
+        if tok.start >= end:
+            break
         if tok.kind == COMMENT:
             continue
         if tok.text in ("(", "[", "{"):
@@ -92,10 +94,8 @@ def split_top(text: str, start: int, end: int, sep: str) -> list[str]:
         elif tok.text in (")", "]", "}"):
             depth -= 1
         elif depth == 0 and tok.text in (sep, sep * 2):
-            if len(tok.text) == 2:
-                parts.append(text[last : tok.start])
-                last = tok.start + 1
-            parts.append(text[last : tok.start + len(tok.text) - 1 if len(tok.text) == 2 else tok.start])
-            last = tok.end
+            for k in range(len(tok.text)):
+                parts.append(text[last : tok.start + k])
+                last = tok.start + k + 1
     parts.append(text[last:end])
     return parts

@@ -39,8 +39,9 @@ DOC_GRAPH = (
 )
 DOC_HALF = "CUDA Math API, Half Comparison Functions (__hmax, __hmax2: NaN gives the other input, +0 > -0)"
 
-# a receiver before '.member()' / '->member()': names, calls without arguments, subscripts
-_RECEIVER = r"(?:[A-Za-z_][\w:]*(?:\(\s*\))?(?:\[[^\]\n]*\])?\s*(?:\.|->)\s*)+"
+# a receiver before '.member()' / '->member()': names, calls without arguments, subscripts (a
+# bounded chain, so a pasted run of 'a.a.a...' costs a linear scan)
+_RECEIVER = r"(?:[A-Za-z_][\w:]{0,200}(?:\(\s*\))?(?:\[[^\]\n]{0,200}\])?\s*(?:\.|->)\s*){1,8}"
 _ARGUMENT = r"[^()]*(?:\([^()]*\)[^()]*)*"  # one level of parentheses: std::move(token)
 _BLOCK_DIM = "dim3(blockDim.x, blockDim.y, blockDim.z)"
 # member -> what says the same in HIP ('{recv}' keeps the receiver)
