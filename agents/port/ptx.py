@@ -4,7 +4,7 @@ so the build would fail on it later; AMD GPUs run GCN/CDNA assembly, not PTX).
 
 - Arithmetic, conversions and bit operations with a HIP intrinsic of the same rounding
   (``fma.rn.f32`` -> ``fmaf``, ``div.rn.f32`` -> ``/``, ``cvt.rni.s32.f32`` ->
-  ``__float2int_rn``, ``prmt.b32`` -> ``__byte_perm``, ``bfe``/``brev``/``popc`` ...).
+  ``__float2int_rn``, ``bfe``/``bfi``/``prmt`` as shim functions with the ISA's semantics ...).
 - Special registers read with ``mov`` (``%tid.x`` -> ``threadIdx.x``, ``%laneid`` -> ``__lane_id()``,
   ``%clock64`` -> ``clock64()``).
 - Global loads and stores through a pointer: the cache hints (``.ca``, ``.cs``, ``.lu``, ``.wb``)
@@ -60,7 +60,7 @@ def _ops() -> dict[str, str]:
         "bfi.b32": "__hipbot_ptx_bfi_b32({1}, {2}, {3}, {4})",
         "brev.b32": "__brev({1})",
         "popc.b32": "__popc({1})",
-        "prmt.b32": "__byte_perm({1}, {2}, {3})",
+        "prmt.b32": "__hipbot_ptx_prmt_b32({1}, {2}, {3})",
         "fma.rn.f32": "fmaf({1}, {2}, {3})",
         "fma.rn.f64": "fma({1}, {2}, {3})",
         "min.f32": "fminf({1}, {2})",

@@ -196,6 +196,17 @@ __device__ inline int __hipbot_ptx_bfe_s32(int a, unsigned int pos, unsigned int
   unsigned int sign = ((unsigned int)a >> top) & 1u ? ~__hipbot_ptx_mask(n) : 0u;
   return (int)((n == 0 ? 0u : ((unsigned int)a >> pos) & __hipbot_ptx_mask(n)) | sign);
 }
+// prmt (default mode): each selector nibble picks a byte of b:a (bits 0-2) and, with bit 3 set,
+// replicates that byte's sign instead (__byte_perm reads bits 0-2 only).
+__device__ inline unsigned int __hipbot_ptx_prmt_b32(unsigned int a, unsigned int b, unsigned int s) {
+  unsigned long long t = ((unsigned long long)b << 32) | a;
+  unsigned int r = 0;
+  for (int i = 0; i < 4; ++i) {
+    unsigned int sel = (s >> (4 * i)) & 0xf, byte = (unsigned int)(t >> (8 * (sel & 7))) & 0xff;
+    r |= ((sel & 8) ? ((byte & 0x80) ? 0xffu : 0u) : byte) << (8 * i);
+  }
+  return r;
+}
 // bfi: the low bits of a put into b at pos (as many as fit below bit 32); b when none do.
 __device__ inline unsigned int __hipbot_ptx_bfi_b32(unsigned int a, unsigned int b, unsigned int pos, unsigned int len) {
   unsigned int n = __hipbot_ptx_bits(pos, len);

@@ -215,6 +215,16 @@ def _ptx_bfi(a: int, b: int, pos: int, length: int) -> int:
     return f
 
 
+def _ptx_prmt(a: int, b: int, s: int) -> int:
+    """The PTX ISA's prmt, default mode: bytes of b:a, sign replication on selector bit 3."""
+    t, r = (b << 32) | a, 0
+    for i in range(4):
+        sel = (s >> (4 * i)) & 0xF
+        byte = (t >> (8 * (sel & 7))) & 0xFF
+        r |= ((0xFF if byte & 0x80 else 0) if sel & 8 else byte) << (8 * i)
+    return r
+
+
 @pytest.mark.hipcc
 def test_ptx_helpers_follow_the_isa(tmp_path: Path) -> None:
     """The shim's bfe/bfi, built for the host with hipcc's own clang, against the ISA's pseudo-code
@@ -231,14 +241,20 @@ def test_ptx_helpers_follow_the_isa(tmp_path: Path) -> None:
     main = "#include <cstdio>\n" + helpers + "int main() {\n"
     for a, pos, n in cases:
         main += (
-            f'  printf("%u %u %u\\n", __hipbot_ptx_bfe_u32({a}u, {pos}u, {n}u), '
+            f'  printf("%u %u %u %u\\n", __hipbot_ptx_bfe_u32({a}u, {pos}u, {n}u), '
             f"(unsigned)__hipbot_ptx_bfe_s32((int){a}u, {pos}u, {n}u), "
-            f"__hipbot_ptx_bfi_b32({a}u, 0x0F0F0F0Fu, {pos}u, {n}u));\n"
+            f"__hipbot_ptx_bfi_b32({a}u, 0x0F0F0F0Fu, {pos}u, {n}u), "
+            f"__hipbot_ptx_prmt_b32({a}u, 0x80F1E2D3u, {pos * 0x1111 + n * 0x0F1D}u));\n"
         )
     (tmp_path / "t.cpp").write_text(main + "}\n")
     subprocess.run([cxx, "-O1", "-o", str(tmp_path / "t"), str(tmp_path / "t.cpp")], check=True)
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout.split("\n")
     for (a, pos, n), line in zip(cases, out, strict=False):
         got = tuple(int(x) for x in line.split())
-        want = (_ptx_bfe(a, pos, n, False), _ptx_bfe(a, pos, n, True), _ptx_bfi(a, 0x0F0F0F0F, pos, n))
+        want = (
+            _ptx_bfe(a, pos, n, False),
+            _ptx_bfe(a, pos, n, True),
+            _ptx_bfi(a, 0x0F0F0F0F, pos, n),
+            _ptx_prmt(a, 0x80F1E2D3, (pos * 0x1111 + n * 0x0F1D) & 0xFFFFFFFF),
+        )
         assert got == want, (a, pos, n)
