@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fixtures_port import assert_fixed_by, port_both, unit
 
 from hipbot.agents.port.pipeline import PortOptions, port
 from hipbot.agents.port.report import PortReport
@@ -156,58 +157,37 @@ FIXED_BY_RULES = {
 }
 
 
-def write_project(root: Path) -> Path:
-    for name, text in FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
-
-
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory: pytest.TempPathFactory) -> tuple[PortReport, PortReport]:
-    base = tmp_path_factory.mktemp("port")
-    src = write_project(base / "src")
-    plain = port(src, base / "plain", PortOptions(rocm="5.2", rules=False, jobs=2))
-    fixed = port(src, base / "out", PortOptions(rocm="5.2", jobs=2))
-    return plain, fixed
-
-
-def _unit(report: PortReport, source: str):
-    return next(u for u in report.units if u.source == source)
+    return port_both(FILES, tmp_path_factory.mktemp("port"))
 
 
 @pytest.mark.parametrize("source", sorted(FIXED_BY_RULES))
 def test_rule_fails_before_and_compiles_after(ports: tuple[PortReport, PortReport], source: str) -> None:
-    plain, fixed = ports
-    assert _unit(plain, source).status == "failed"
-    unit = _unit(fixed, source)
-    assert unit.status == "compiled", unit.errors
-    assert unit.stage == "rules"
-    assert FIXED_BY_RULES[source] in {e.rule for e in unit.edits}
-    assert all(e.reason and e.doc and e.diff for e in unit.edits)
+    assert_fixed_by(ports, source, FIXED_BY_RULES[source])
 
 
 def test_causes_of_units_no_rule_fixes(ports: tuple[PortReport, PortReport]) -> None:
     _, fixed = ports
-    blas = _unit(fixed, "blas.cu")
+    blas = unit(fixed, "blas.cu")
     assert blas.status == "failed" and blas.cause.kind == "library"
     assert "needs hipBLAS, which is not installed" in blas.cause.text
-    ptx = _unit(fixed, "ptx.cu")
+    ptx = unit(fixed, "ptx.cu")
     assert ptx.cause.kind == "inline-ptx" and "ptx.hip:4" in ptx.cause.text
-    newapi = _unit(fixed, "newapi.cu")
+    newapi = unit(fixed, "newapi.cu")
     assert newapi.cause.kind == "rocm-version"
     assert "hipGraphNodeParams needs ROCm 6.1 (target 5.2" in newapi.cause.text
-    bf16 = _unit(fixed, "more/bf16.cu")
+    bf16 = unit(fixed, "more/bf16.cu")
     assert bf16.cause.kind == "rocm-version" and "<hip/hip_bf16.h> is not in ROCm 5.2" in bf16.cause.text
-    half = _unit(fixed, "more/half.cu")
+    half = unit(fixed, "more/half.cu")
     assert half.cause.kind == "not-valid-cuda" and "lib/fill.cpp defines it" in half.cause.text
-    win = _unit(fixed, "more/win.cu")
+    win = unit(fixed, "more/win.cu")
     assert win.cause.kind == "windows-only" and "<conio.h> is a Windows header" in win.cause.text
-    space = _unit(fixed, "more/space.cu")
+    space = unit(fixed, "more/space.cu")
     assert (
         space.cause.kind == "nvcc-only" and "Lock::acquire is defined __device__/__host__" in space.cause.text
     )
-    noinc = _unit(fixed, "more/noinc.cu")
+    noinc = unit(fixed, "more/noinc.cu")
     assert noinc.cause.kind == "library" and "needs hipBLAS" in noinc.cause.text
     assert "'hipblasHandle_t' is used with no hipBLAS header included" in noinc.cause.text
 
@@ -223,27 +203,27 @@ def test_macro_hidden_alloc_gets_the_template_not_a_cast(ports: tuple[PortReport
     assert "(void**)&dev" in (out / "more" / "mapped.hip").read_text()
     assert "hipSetDevice(0);" in (out / "more" / "gl.hip").read_text()
     assert "0 /* cudaGraphicsMapFlagsNone */" in (out / "more" / "gl.hip").read_text()
-    assert "same-as" in {e.rule for e in _unit(fixed, "more/gl.cu").edits}
+    assert "same-as" in {e.rule for e in unit(fixed, "more/gl.cu").edits}
 
 
-def test_a_header_included_from_a_build_folder_fixed_once_serves_every_unit(
+def test_a_header_included_from_a_build_folder_fixed_once_serves_everyunit(
     ports: tuple[PortReport, PortReport],
 ) -> None:
     """<devflags.h> comes from a target_include_directories folder: the unit whose rule did not edit
     it is compiled again once the other unit's rule has."""
     plain, fixed = ports
-    units = [_unit(fixed, f"more/flags_{n}.cu") for n in "ab"]
-    assert all(_unit(plain, u.source).status == "failed" for u in units)
+    units = [unit(fixed, f"more/flags_{n}.cu") for n in "ab"]
+    assert all(unit(plain, u.source).status == "failed" for u in units)
     assert all(u.status == "compiled" and u.stage == "rules" for u in units), [u.errors for u in units]
     assert sum("identity-define" in {e.rule for e in u.edits} for u in units) == 1
 
 
-def test_a_shared_header_fixed_once_serves_every_unit(ports: tuple[PortReport, PortReport]) -> None:
+def test_a_shared_header_fixed_once_serves_everyunit(ports: tuple[PortReport, PortReport]) -> None:
     """Two units include the same header; one unit's rule edits it (its __NVCC__ guard), the other,
     whose errors are in its own lines, is compiled again."""
     plain, fixed = ports
-    units = [_unit(fixed, f"more/prof_{n}.cu") for n in "ab"]
-    assert all(_unit(plain, u.source).status == "failed" for u in units)
+    units = [unit(fixed, f"more/prof_{n}.cu") for n in "ab"]
+    assert all(unit(plain, u.source).status == "failed" for u in units)
     assert all(u.status == "compiled" and u.stage == "rules" for u in units), [u.errors for u in units]
     assert sum("nvcc-guard" in {e.rule for e in u.edits} for u in units) == 1
 
@@ -267,7 +247,7 @@ def test_summary_and_layout(ports: tuple[PortReport, PortReport]) -> None:
     assert "CMAKE_HIP_ARCHITECTURES gfx90a" in cmake and "roc::hipblas" in cmake
     assert (out / "tools" / "Makefile").read_text() == "all:\n\thipcc --offload-arch=gfx90a app.hip -o app\n"
     assert (out / "hip_compat.h").is_file()
-    warp = _unit(fixed, "warp.cu")
+    warp = unit(fixed, "warp.cu")
     assert warp.cwd == str(out.resolve()) and warp.command[-1] == "warp.hip"
 
 
@@ -276,9 +256,9 @@ def test_escaping_include_is_refused(tmp_path: Path) -> None:
     src.mkdir()
     (src / "leak.cu").write_text('#include "../../../../etc/hostname"\n__global__ void k() {}\n')
     report = port(src, tmp_path / "out", PortOptions(rocm="5.2"))
-    unit = report.units[0]
-    assert unit.status == "failed" and unit.cause.kind == "refused"
-    assert "outside the project" in unit.cause.text and unit.command == []
+    (leak,) = report.units
+    assert leak.status == "failed" and leak.cause.kind == "refused"
+    assert "outside the project" in leak.cause.text and leak.command == []
 
 
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -292,10 +272,10 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
-    (unit,) = data["units"]
-    assert set(unit) >= {"source", "output", "status", "stage", "cause", "command", "cwd", "edits"}
-    assert unit["source"] == "ok.cu" and unit["output"] == "ok.hip" and unit["status"] == "compiled"
-    assert unit["command"][1:3] == ["--offload-arch=gfx90a", "-fsyntax-only"]
+    (record,) = data["units"]
+    assert set(record) >= {"source", "output", "status", "stage", "cause", "command", "cwd", "edits"}
+    assert record["source"] == "ok.cu" and record["output"] == "ok.hip" and record["status"] == "compiled"
+    assert record["command"][1:3] == ["--offload-arch=gfx90a", "-fsyntax-only"]
     assert data["summary"]["compiled_after_rules"] == 1 and data["summary"]["rocm"] == "5.2"
     assert main(["port", str(src), "-o", str(tmp_path / "out")]) == 1
     assert "is not empty" in capsys.readouterr().err

@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures_port import assert_fixed_by, port_both, unit
 
 from hipbot.agents.port import rocm
 from hipbot.agents.port.fixes import insert_after_hip_include
 from hipbot.agents.port.newer_cuda import drop_null_edge_data
-from hipbot.agents.port.pipeline import PortOptions, port
 from hipbot.agents.port.ptx import rewrite_ptx
 from hipbot.agents.port.report import PortReport
 from hipbot.agents.port.rules import cast_first_arguments
@@ -87,29 +87,13 @@ FIXED_BY_RULES = {
 
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory: pytest.TempPathFactory) -> tuple[PortReport, PortReport]:
-    base = tmp_path_factory.mktemp("newer")
-    src = base / "src"
-    src.mkdir()
-    for name, text in FILES.items():
-        (src / name).write_text(text)
-    plain = port(src, base / "plain", PortOptions(rocm="5.2", rules=False, jobs=2))
-    fixed = port(src, base / "out", PortOptions(rocm="5.2", jobs=2))
-    return plain, fixed
-
-
-def _unit(report: PortReport, source: str):
-    return next(u for u in report.units if u.source == source)
+    return port_both(FILES, tmp_path_factory.mktemp("newer"))
 
 
 @pytest.mark.hipcc
 @pytest.mark.parametrize("source", sorted(FIXED_BY_RULES))
 def test_fails_before_and_compiles_after(ports: tuple[PortReport, PortReport], source: str) -> None:
-    plain, fixed = ports
-    assert _unit(plain, source).status == "failed"
-    unit = _unit(fixed, source)
-    assert unit.status == "compiled", unit.errors
-    assert FIXED_BY_RULES[source] in {e.rule for e in unit.edits}
-    assert all(e.reason and e.doc and e.diff for e in unit.edits)
+    assert_fixed_by(ports, source, FIXED_BY_RULES[source])
 
 
 @pytest.mark.hipcc
@@ -120,7 +104,7 @@ def test_what_the_edits_wrote(ports: tuple[PortReport, PortReport]) -> None:
     assert "(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))" in cg12
     assert "block.size() + grid.size()" in cg12 and "block.sync();" in cg12
     # twelve typed pointers, all cast in the one round the rule took
-    alloc = _unit(fixed, "manyalloc.cu")
+    alloc = unit(fixed, "manyalloc.cu")
     assert (out / "manyalloc.hip").read_text().count("(void**)&") == 12
     assert alloc.rounds <= 2
     graph = (out / "graph13.hip").read_text()
@@ -130,15 +114,15 @@ def test_what_the_edits_wrote(ports: tuple[PortReport, PortReport]) -> None:
     late = (out / "late.hip").read_text()
     assert late.index('#include "hip_compat.h"') < late.index("__syncwarp")
     assert "#include <hipsparse/hipsparse.h>" in (out / "sparse.hip").read_text()
-    assert _unit(plain, "deadptx.cu").status == "compiled"
-    dead = _unit(fixed, "deadptx.cu")
+    assert unit(plain, "deadptx.cu").status == "compiled"
+    dead = unit(fixed, "deadptx.cu")
     assert dead.status == "compiled" and dead.stage == "translation" and not dead.edits
-    blank = _unit(fixed, "blank.cu")
+    blank = unit(fixed, "blank.cu")
     assert (
         blank.cause.kind == "not-valid-cuda"
         and "unfinished ('...' placeholder at blank.hip:4)" in blank.cause.text
     )
-    stray = _unit(fixed, "stray.cu")
+    stray = unit(fixed, "stray.cu")
     assert stray.cause.kind == "not-valid-cuda" and "a stray character (U+23CE)" in stray.cause.text
 
 
