@@ -60,6 +60,10 @@ class CompileSettings:
     timeout: float = 120.0
     build: bool = False  # --build: compile to an object file (in the temporary folder)
 
+    def limits(self) -> Limits:
+        """The sandbox's limits for one hipcc run on a unit."""
+        return Limits(seconds=self.timeout, cpu_seconds=int(self.timeout) * 2 + 10, memory_bytes=8 << 30)
+
 
 def escaping_includes(root: Path, files: list[Path]) -> list[str]:
     """Includes in the project's files that could read outside it (absolute, or ``..`` out of root)."""
@@ -98,14 +102,11 @@ def compile_unit(source: Path, root: Path, args: list[str], settings: CompileSet
     if hipcc is None:
         return CompileResult(False, [], str(cwd), error="hipcc is not installed (apt install hipcc)")
     cmd = command_for(source, root, args, settings, hipcc)
-    limits = Limits(
-        seconds=settings.timeout, cpu_seconds=int(settings.timeout) * 2 + 10, memory_bytes=8 << 30
-    )
     with tempfile.TemporaryDirectory(prefix="hipbot-port-") as tmp:
         if settings.build:
             cmd[cmd.index("unit.o")] = os.path.join(tmp, "unit.o")
         try:
-            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=limits)
+            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=settings.limits())
         except HipbotError as exc:  # no sandbox (bwrap) or no compiler: said, not raised per unit
             return CompileResult(False, cmd, str(cwd), error=str(exc))
     if run.timed_out:
@@ -134,11 +135,8 @@ def preprocess_unit(source: Path, root: Path, args: list[str], settings: Compile
     with tempfile.TemporaryDirectory(prefix="hipbot-port-") as tmp:
         out = os.path.join(tmp, "unit.i")
         cmd = [hipcc, f"--offload-arch={settings.arch}", "-E", "-o", out, *args, "-x", "hip", source.name]
-        limits = Limits(
-            seconds=settings.timeout, cpu_seconds=int(settings.timeout) * 2 + 10, memory_bytes=8 << 30
-        )
         try:
-            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=limits)
+            run = run_hipcc(cmd[1:], cwd, readable=[root.resolve()], writable=[tmp], limits=settings.limits())
         except HipbotError:
             return None
         if run.timed_out or run.returncode != 0 or not os.path.isfile(out):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hipbot.agents.hipify.cpp_tokens import COMMENT, tokenize
 from hipbot.agents.port import rocm
+from hipbot.agents.port.compiler import Diag
 
 
 @dataclass
@@ -42,8 +43,15 @@ NO_MEMBER = re.compile(r"no member named '([^']+)' in '(?:struct )?([^']+)'")
 INCLUDE_LINE = r'^[ \t]*#[ \t]*include[ \t]*[<"]{}[>"][^\n]*\n?'
 
 
-def shim_include(state: UnitState, file: Path) -> str:
-    rel = os.path.relpath(state.root / rocm.SHIM_NAME, (state.root / file).parent)
+def project_file(diag: Diag, state: UnitState) -> Path | None:
+    """The file of the ported tree a diagnostic is in (relative to root), None for HIP's or the
+    system's headers: the only files a rule may edit."""
+    file = Path(diag.file)
+    return None if file.is_absolute() or not (state.root / file).is_file() else file
+
+
+def shim_include(state: UnitState, file: Path, shim: str = rocm.SHIM_NAME) -> str:
+    rel = os.path.relpath(state.root / shim, (state.root / file).parent)
     return f'#include "{rel}"'
 
 

@@ -16,7 +16,6 @@ Each edit covers every use in the file, so one round repairs them all.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -29,6 +28,8 @@ from hipbot.agents.port.fixes import (
     UnitState,
     closing_paren,
     insert_after_hip_include,
+    project_file,
+    shim_include,
     split_top,
 )
 from hipbot.i18n import N_
@@ -61,13 +62,8 @@ CG_MEMBERS = {
 _CONST_BLOCK = re.compile(r"\bconst\s+((?:cg|cooperative_groups)\s*::\s*)?thread_block\s*&")
 
 
-def _editable(diag: Diag, state: UnitState) -> Path | None:
-    file = Path(diag.file)
-    return None if file.is_absolute() or not (state.root / file).is_file() else file
-
-
 def rule_cooperative_groups(diag: Diag, state: UnitState) -> Fix | None:
-    file = _editable(diag, state)
+    file = project_file(diag, state)
     if file is None:
         return None
     m = NO_MEMBER.search(diag.message)
@@ -132,7 +128,7 @@ def drop_null_edge_data(text: str, name: str) -> str:
 
 def rule_graph_edges(diag: Diag, state: UnitState) -> Fix | None:
     m = re.match(r"no matching function for call to '(\w+)'", diag.message)
-    file = _editable(diag, state)
+    file = project_file(diag, state)
     if not m or m.group(1) not in GRAPH_EDGES or file is None:
         return None
     name = m.group(1)
@@ -185,14 +181,13 @@ HALF_ADDED_55 = ("__hmax", "__hmin", "__hmax_nan", "__hmin_nan")
 
 def rule_half_minmax(diag: Diag, state: UnitState) -> Fix | None:
     m = UNDECLARED.search(diag.message)
-    file = _editable(diag, state)
+    file = project_file(diag, state)
     if not m or file is None:
         return None
     name = next(g for g in m.groups() if g)
     if name not in HALF_RENAMED and not (name in HALF_ADDED_55 and state.rocm < (5, 5)):
         return None
-    rel = os.path.relpath(state.root / FP16_SHIM_NAME, (state.root / file).parent)
-    line = f'#include "{rel}"'
+    line = shim_include(state, file, FP16_SHIM_NAME)
 
     def edit(text: str) -> str:
         text = insert_after_hip_include(text, line)

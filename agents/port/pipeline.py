@@ -111,9 +111,12 @@ class _Job:
         files = {d.file for d in self.result.errors} | {str(p) for p in included_files(self.state)}
         return any(tree.stamp.get(f, 0) > self.writes_seen for f in files)
 
-    def ptx_cause(self) -> Cause | None:
-        """Inline PTX the build would meet: found in the unit's files, then confirmed in what hipcc
-        preprocesses (a PTX statement behind ``#ifdef __CUDA_ARCH__`` never reaches the compiler)."""
+    def ptx_cause(self, result: CompileResult, build: bool) -> Cause | None:
+        """Inline PTX the build would meet once ``-fsyntax-only`` passed: found in the unit's files,
+        then confirmed in what hipcc preprocesses (a PTX statement behind ``#ifdef __CUDA_ARCH__``
+        never reaches the compiler). None for --build, which assembles it itself."""
+        if build or not result.ok:
+            return None
         cause = inline_ptx(self.state)
         if cause is None:
             return None
@@ -161,10 +164,10 @@ def _repair(job: _Job, tree: _Tree, options: PortOptions, model: ModelRepair | N
             job.hipcc += result.seconds
             rep.edits += edits
             rep.stage = "model"
-    ptx = None if options.build or not result.ok else job.ptx_cause()
+    ptx = job.ptx_cause(result, options.build)
     if options.rules and result.error is None and (not result.ok or ptx is not None):
         result = _rewrite_ptx(job, tree)
-        ptx = None if options.build or not result.ok else job.ptx_cause()
+        ptx = job.ptx_cause(result, options.build)
     rep.command = result.command
     rep.cwd = result.cwd
     if result.ok and ptx is None:

@@ -147,6 +147,7 @@ NO_OPERANDS = {
 }
 
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile\b\s*|__volatile__\s*)?\(")
+_SEMICOLON = re.compile(r"\s*;")
 _STRINGS = re.compile(r'^\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)')
 _OPERAND = re.compile(r'^\s*"([=+&]*)([a-z])"\s*\((.+)\)\s*$', re.S)
 
@@ -168,11 +169,9 @@ def translate_asm(inside: str) -> tuple[str, str] | None:
     if ";" in insn or not insn:
         return None
     rest = inside[m.end() :].strip()
-    if not rest:
-        return (NO_OPERANDS[insn], insn) if insn in NO_OPERANDS else None
-    if not rest.startswith(":"):
+    if rest and not rest.startswith(":"):
         return None
-    lists = split_top(rest, 1, len(rest), ":")
+    lists = split_top(rest, 1, len(rest), ":") if rest else []
     if len(lists) > 3 or (len(lists) == 3 and lists[2].strip() not in ("", '"memory"')):
         return None
     operands: list[tuple[bool, str]] = []  # (is an output, the C++ expression)
@@ -182,8 +181,8 @@ def translate_asm(inside: str) -> tuple[str, str] | None:
             if om is None:
                 return None
             operands.append((part is lists[0], om.group(3).strip()))
-    if insn in NO_OPERANDS and not operands:
-        return NO_OPERANDS[insn], insn
+    if not operands:
+        return (NO_OPERANDS[insn], insn) if insn in NO_OPERANDS else None
     head, _, args_text = insn.partition(" ")
     refs: list[str] = []
     dest_is_output = False
@@ -222,13 +221,13 @@ def rewrite_ptx(text: str) -> tuple[str, list[str]]:
         close = closing_paren(text, m.end() - 1)
         if close is None:
             break
-        semi = re.match(r"\s*;", text[close + 1 :])
+        semi = _SEMICOLON.match(text, close + 1)
         found = translate_asm(text[m.end() : close]) if semi else None
         if found is None:
             continue
         statement, op = found
         out.append(text[pos : m.start()] + f"{statement}; /* hipbot port: was PTX {op} */")
-        pos = close + 1 + semi.end()
+        pos = semi.end()
         done.append(op)
     return "".join(out) + text[pos:], done
 

@@ -25,6 +25,7 @@ from hipbot.agents.port.fixes import (
     Fix,
     UnitState,
     insert_after_hip_include,
+    project_file,
     shim_include,
 )
 from hipbot.agents.port.newer_cuda import rule_cooperative_groups, rule_graph_edges, rule_half_minmax
@@ -115,9 +116,8 @@ def rule_header(diag: Diag, state: UnitState) -> Fix | None:
     m = NOT_FOUND.search(diag.message)
     if not m:
         return None
-    name = m.group(1)
-    file = Path(diag.file)
-    if file.is_absolute() or not (state.root / file).is_file():
+    name, file = m.group(1), project_file(diag, state)
+    if file is None:
         return None
     pattern = re.compile(INCLUDE_LINE.format(re.escape(name)), re.M)
     if name in CUDA_HEADERS:
@@ -258,8 +258,8 @@ def rule_openmp(diag: Diag, state: UnitState) -> Fix | None:
         return None
     if "-fopenmp" not in state.args:
         return Fix("openmp", N_("OpenMP host code: hipcc needs -fopenmp"), DOC_OPENMP, add_args=("-fopenmp",))
-    file = Path(diag.file)
-    if missing or file.is_absolute() or not (state.root / file).is_file():
+    file = project_file(diag, state)
+    if missing or file is None:
         return None
     return Fix(
         "openmp",
@@ -311,8 +311,8 @@ def rule_overload(diag: Diag, state: UnitState) -> Fix | None:
     m = re.match(r"no matching function for call to '(\w+)'", diag.message)
     if not m or m.group(1) not in VOID_PP_FIRST + rocm.VOID_PP_TEMPLATES:
         return None
-    name, file = m.group(1), Path(diag.file)
-    if file.is_absolute() or not (state.root / file).is_file():
+    name, file = m.group(1), project_file(diag, state)
+    if file is None:
         return None
     text = read_text(state.root / file)
     if name not in VOID_PP_FIRST or cast_first_arguments(text, name) == text:
@@ -383,8 +383,8 @@ def rule_device_prop(diag: Diag, state: UnitState) -> Fix | None:
     m = NO_MEMBER.search(diag.message)
     if not m or m.group(2) not in ("hipDeviceProp_t",) or m.group(1) not in PROP_FIELDS:
         return None
-    name, file = m.group(1), Path(diag.file)
-    if file.is_absolute() or not (state.root / file).is_file():
+    name, file = m.group(1), project_file(diag, state)
+    if file is None:
         return None
     template, why = PROP_FIELDS[name]
     pat = re.compile(rf"((?:[A-Za-z_]\w*(?:\[[^\]]*\])?(?:\.|->))+){name}\b")
@@ -459,8 +459,8 @@ def rule_literal_suffix(diag: Diag, state: UnitState) -> Fix | None:
 def rule_void_main(diag: Diag, state: UnitState) -> Fix | None:
     """``void main()``: MSVC (the host compiler of Windows CUDA projects) accepts it, C++ and clang
     do not; ``int main`` without a return statement returns 0, so the program behaves the same."""
-    file = Path(diag.file)
-    if diag.message != "'main' must return 'int'" or file.is_absolute() or not (state.root / file).is_file():
+    file = project_file(diag, state)
+    if diag.message != "'main' must return 'int'" or file is None:
         return None
 
     def edit(text: str, line_no: int = diag.line) -> str:
@@ -503,8 +503,8 @@ DOC_MAP_FLAGS = "CUDA Runtime API, enum cudaGraphicsMapFlags (None = 0, ReadOnly
 
 def rule_same_as(diag: Diag, state: UnitState) -> Fix | None:
     m = re.match(r"use of undeclared identifier '(\w+)'", diag.message)
-    file = Path(diag.file)
-    if not m or file.is_absolute() or not (state.root / file).is_file():
+    file = project_file(diag, state)
+    if not m or file is None:
         return None
     name = m.group(1)
     if name in SAME_VALUE:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from hipbot.agents.port.compiler import Diag
-from hipbot.agents.port.fixes import UNDECLARED, Fix, UnitState
+from hipbot.agents.port.fixes import UNDECLARED, Fix, UnitState, project_file
 from hipbot.agents.port.tree import read_text
 from hipbot.i18n import N_
 
@@ -146,8 +146,8 @@ def rule_dependent_base(diag: Diag, state: UnitState) -> Fix | None:
     """An enumerator of a dependent base class used unqualified in a class template (nvcc accepts
     it, clang does not): every such use in the derived class is qualified with the base."""
     m = re.match(r"use of undeclared identifier '([A-Za-z_]\w*)'", diag.message)
-    file = Path(diag.file)
-    if m is None or file.is_absolute() or not (state.root / file).is_file():
+    file = project_file(diag, state)
+    if m is None or file is None:
         return None
     name, text = m.group(1), read_text(state.root / file)
     at = sum(len(line) + 1 for line in text.split("\n")[: diag.line - 1])
